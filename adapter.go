@@ -1,0 +1,48 @@
+package drover
+
+import (
+	"context"
+	"iter"
+)
+
+// Adapter runs one vendor's agent CLI and translates its native output into
+// UES events. It is the four things every agent can do; extras are optional
+// interfaces an adapter may also implement.
+type Adapter interface {
+	// ID is the adapter id stamped on events ("claude-code").
+	ID() string
+	// Capabilities says which options and tiers the adapter honours.
+	Capabilities() Capabilities
+	// Available reports whether the vendor CLI is installed, its version,
+	// and whether that version is one the adapter was tested with (ADP-4).
+	Available(ctx context.Context) Availability
+	// Run starts the agent and yields its events as they happen.
+	//
+	// Contract: the sequence is iterated once. A yielded non-nil error ends
+	// the run (an *Error gives its code; anything else is ADAPTER_ERROR).
+	// When ctx is cancelled, or the consumer stops iterating (yield returns
+	// false), the adapter stops its process group and returns promptly; when
+	// it returns, no process or goroutine it started is left. An adapter
+	// yields at most one "done", last.
+	Run(ctx context.Context, req Request) iter.Seq2[Event, error]
+}
+
+// Request is what an adapter is asked to run.
+type Request struct {
+	Prompt    string
+	SessionID string
+	Options   Options
+}
+
+// Availability is what an adapter knows about its vendor CLI (ADP-4).
+type Availability struct {
+	Installed bool   `json:"installed"`
+	Path      string `json:"path,omitempty"`
+	Version   string `json:"version,omitempty"`
+	// Tested is true when Version is one the adapter was tested with.
+	Tested bool `json:"tested"`
+	// TestedVersions names the tested version range, e.g. "2.1.330".
+	TestedVersions string `json:"testedVersions"`
+	// Error says why the CLI is unavailable or its version unknown.
+	Error string `json:"error,omitempty"`
+}

@@ -1,0 +1,611 @@
+package drover_test
+
+import (
+	"context"
+	"errors"
+	"iter"
+	"slices"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/drover-run/drover"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// fake is a func-field adapter: the thin seam the engine tests need.
+type fake struct {
+	id       string
+	tools    []string
+	calls    atomic.Int32
+	returned atomic.Bool // Run's iterator function has returned
+	sawStop  atomic.Bool // yield returned false or ctx was cancelled
+	run      func(ctx context.Context, req drover.Request, y func(drover.Event, error) bool)
+}
+
+func (f *fake) ID() string                        { return f.id }
+func (f *fake) Capabilities() drover.Capabilities { return drover.Capabilities{} }
+func (f *fake) Available(context.Context) drover.Availability {
+	return drover.Availability{Installed: true}
+}
+func (f *fake) Run(ctx context.Context, req drover.Request) iter.Seq2[drover.Event, error] {
+	f.calls.Add(1)
+	return func(yield func(drover.Event, error) bool) {
+		defer f.returned.Store(true)
+		y := func(ev drover.Event, err error) bool {
+			if ev.Type != "" && ev.Agent == "" {
+				ev.Agent = f.id
+			}
+			ok := yield(ev, err)
+			if !ok {
+				f.sawStop.Store(true)
+			}
+			return ok
+		}
+		f.run(ctx, req, y)
+		if ctx.Err() != nil {
+			f.sawStop.Store(true)
+		}
+	}
+}
+
+func ev(t drover.EventType, p any) drover.Event { return drover.Event{Type: t, Payload: p} }
+
+func text(s string) drover.Event { return ev(drover.TypeText, drover.TextPayload{Content: s}) }
+
+func done(s drover.DoneStatus) drover.Event {
+	return ev(drover.TypeDone, drover.DonePayload{Status: s, DurationMs: 1})
+}
+
+func engineWith(t *testing.T, adapters ...*fake) *drover.Engine {
+	t.Helper()
+	reg := drover.NewRegistry()
+	for _, a := range adapters {
+		if err := reg.Register(a); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return drover.NewEngine(reg)
+}
+
+func runAll(t *testing.T, e *drover.Engine, ctx context.Context, agent string, opts drover.Options) []drover.Event {
+	t.Helper()
+	events, err := e.Run(ctx, agent, "prompt", opts)
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	return slices.Collect(events)
+}
+
+// checkShape asserts ENG-006/ENG-007: exactly one done, and it is last.
+func checkShape(t *testing.T, evs []drover.Event) drover.DonePayload {
+	t.Helper()
+	n := 0
+	for i, e := range evs {
+		if e.Type == drover.TypeDone {
+			n++
+			if i != len(evs)-1 {
+				t.Errorf("done at %d of %d events: something followed done", i, len(evs))
+			}
+		}
+		if e.Agent == "" || e.SessionID == "" || e.Timestamp == 0 {
+			t.Errorf("event %d not stamped: %+v", i, e)
+		}
+	}
+	if n != 1 {
+		t.Fatalf("got %d done events, want exactly 1: %v", n, types(evs))
+	}
+	d, _ := evs[len(evs)-1].Done()
+	return d
+}
+
+func types(evs []drover.Event) []drover.EventType {
+	out := make([]drover.EventType, len(evs))
+	for i, e := range evs {
+		out[i] = e.Type
+	}
+	return out
+}
+
+func errorOf(t *testing.T, evs []drover.Event) drover.ErrorPayload {
+	t.Helper()
+	for _, e := range evs {
+		if p, ok := e.Payload.(drover.ErrorPayload); ok {
+			return p
+		}
+	}
+	t.Fatalf("no error event in %v", types(evs))
+	return drover.ErrorPayload{}
+}
+
+func TestENG001_Registry(t *testing.T) {
+	reg := drover.NewRegistry()
+	a, b := &fake{id: "a"}, &fake{id: "b"}
+	if err := reg.Register(a, "alpha"); err != nil {
+		t.Fatal(err)
+	}
+	if err := reg.Register(&fake{id: "a"}); !errors.Is(err, drover.ErrAgentExists) {
+		t.Fatalf("duplicate id: err = %v, want ErrAgentExists", err)
+	}
+	if err := reg.Register(&fake{id: "c"}, "alpha"); !errors.Is(err, drover.ErrAgentExists) {
+		t.Fatalf("duplicate alias: err = %v, want ErrAgentExists", err)
+	}
+	if _, ok := reg.Get("c"); ok {
+		t.Fatal("a failed Register must register nothing")
+	}
+	if err := reg.Register(b); err != nil {
+		t.Fatal(err)
+	}
+	if got, ok := reg.Get("alpha"); !ok || got != a {
+		t.Fatalf("Get(alias) = %v, %v", got, ok)
+	}
+	if got := reg.List(); !slices.Equal(got, []string{"a", "b"}) {
+		t.Fatalf("List = %v", got)
+	}
+	if !reg.Unregister("a") || reg.Unregister("a") {
+		t.Fatal("Unregister must report true once, then false")
+	}
+	if _, ok := reg.Get("alpha"); ok {
+		t.Fatal("alias survived Unregister")
+	}
+	if err := reg.Register(&fake{id: "x"}, "alpha"); err != nil {
+		t.Fatalf("alias should be free again: %v", err)
+	}
+}
+
+func TestENG002_EventHelpers(t *testing.T) {
+	before := time.Now().UnixMilli()
+	e := drover.NewEvent(drover.TypeText, "claude-code", "s1", drover.TextPayload{Content: "hi"})
+	if e.Type != drover.TypeText || e.Agent != "claude-code" || e.SessionID != "s1" || e.Timestamp < before {
+		t.Fatalf("NewEvent = %+v", e)
+	}
+	if !drover.IsAgentEvent(e) || !drover.IsAgentEvent(&e) {
+		t.Fatal("IsAgentEvent rejects a valid event")
+	}
+	seen := map[string]bool{}
+	for range 10000 {
+		id := drover.NewSessionID()
+		if len(id) != 36 || id[14] != '4' || seen[id] {
+			t.Fatalf("NewSessionID = %q (dup %v)", id, seen[id])
+		}
+		seen[id] = true
+	}
+	bad := map[string]any{
+		"nil":                  nil,
+		"no agent":             drover.Event{Type: drover.TypeText, Timestamp: 1, Payload: drover.TextPayload{}},
+		"no timestamp":         drover.Event{Type: drover.TypeText, Agent: "a", Payload: drover.TextPayload{}},
+		"unknown type":         drover.Event{Type: "bogus", Agent: "a", Timestamp: 1},
+		"core without payload": drover.Event{Type: drover.TypeDone, Agent: "a", Timestamp: 1},
+		"wrong payload":        drover.Event{Type: drover.TypeDone, Agent: "a", Timestamp: 1, Payload: drover.TextPayload{}},
+		"bad done status":      drover.Event{Type: drover.TypeDone, Agent: "a", Timestamp: 1, Payload: drover.DonePayload{Status: "meh"}},
+		"string":               "hello",
+		"map bad type":         map[string]any{"type": 3, "agent": "a", "timestamp": 1},
+	}
+	for name, v := range bad {
+		if drover.IsAgentEvent(v) {
+			t.Errorf("%s: IsAgentEvent = true, want false", name)
+		}
+	}
+	good := map[string]any{"type": "codex:plan_update", "agent": "codex", "timestamp": 5, "sessionId": "x", "payload": map[string]any{"a": 1}}
+	if !drover.IsAgentEvent(good) {
+		t.Error("decoded extension event rejected")
+	}
+}
+
+func TestENG003_UnknownAgent(t *testing.T) {
+	e := engineWith(t, &fake{id: "a"})
+	_, err := e.Run(context.Background(), "nope", "p", drover.Options{})
+	if !errors.Is(err, drover.ErrUnknownAgent) {
+		t.Fatalf("err = %v, want ErrUnknownAgent", err)
+	}
+}
+
+func TestENG004_AdapterFailure(t *testing.T) {
+	cases := map[string]func(context.Context, drover.Request, func(drover.Event, error) bool){
+		"yields error": func(_ context.Context, _ drover.Request, y func(drover.Event, error) bool) {
+			if y(text("partial"), nil) {
+				y(drover.Event{}, errors.New("boom"))
+			}
+		},
+		"panics": func(_ context.Context, _ drover.Request, y func(drover.Event, error) bool) {
+			y(text("partial"), nil)
+			panic("kaboom")
+		},
+	}
+	for name, run := range cases {
+		t.Run(name, func(t *testing.T) {
+			e := engineWith(t, &fake{id: "a", run: run})
+			evs := runAll(t, e, context.Background(), "a", drover.Options{})
+			d := checkShape(t, evs)
+			if d.Status != drover.StatusError {
+				t.Fatalf("done status %s, want error", d.Status)
+			}
+			p := errorOf(t, evs)
+			if p.Code != drover.CodeAdapterError || p.Recoverable {
+				t.Fatalf("error = %+v, want ADAPTER_ERROR non-recoverable", p)
+			}
+			if !slices.Equal(types(evs), []drover.EventType{"text", "error", "done"}) {
+				t.Fatalf("types = %v", types(evs))
+			}
+		})
+	}
+	t.Run("typed error keeps its code", func(t *testing.T) {
+		e := engineWith(t, &fake{id: "a", run: func(_ context.Context, _ drover.Request, y func(drover.Event, error) bool) {
+			y(drover.Event{}, &drover.Error{Code: drover.CodeUnsupportedOption, Message: "no"})
+		}})
+		evs := runAll(t, e, context.Background(), "a", drover.Options{})
+		checkShape(t, evs)
+		if p := errorOf(t, evs); p.Code != drover.CodeUnsupportedOption {
+			t.Fatalf("code = %s", p.Code)
+		}
+	})
+	t.Run("failure after done is swallowed", func(t *testing.T) {
+		for _, after := range []string{"error", "panic"} {
+			e := engineWith(t, &fake{id: "a", run: func(_ context.Context, _ drover.Request, y func(drover.Event, error) bool) {
+				y(done(drover.StatusSuccess), nil)
+				if after == "panic" {
+					panic("late")
+				}
+				y(drover.Event{}, errors.New("late"))
+			}})
+			evs := runAll(t, e, context.Background(), "a", drover.Options{})
+			if d := checkShape(t, evs); d.Status != drover.StatusSuccess || len(evs) != 1 {
+				t.Fatalf("%s after done: %v", after, types(evs))
+			}
+		}
+	})
+}
+
+func blockUntilCancelled(ctx context.Context, _ drover.Request, y func(drover.Event, error) bool) {
+	if !y(text("working"), nil) {
+		return
+	}
+	<-ctx.Done()
+	// A misbehaving adapter may still talk after cancellation; the engine ignores it.
+	y(done(drover.StatusSuccess), nil)
+}
+
+func TestENG005_Cancellation(t *testing.T) {
+	t.Run("mid-run", func(t *testing.T) {
+		f := &fake{id: "a", run: blockUntilCancelled}
+		e := engineWith(t, f)
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		events, err := e.Run(ctx, "a", "p", drover.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var evs []drover.Event
+		for ev := range events {
+			evs = append(evs, ev)
+			if ev.Type == drover.TypeText {
+				cancel()
+			}
+		}
+		if d := checkShape(t, evs); d.Status != drover.StatusInterrupted {
+			t.Fatalf("status %s, want interrupted", d.Status)
+		}
+		if !f.returned.Load() || !f.sawStop.Load() {
+			t.Fatal("adapter was not stopped")
+		}
+	})
+	t.Run("already cancelled", func(t *testing.T) {
+		f := &fake{id: "a", run: blockUntilCancelled}
+		e := engineWith(t, f)
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		evs := runAll(t, e, ctx, "a", drover.Options{})
+		if d := checkShape(t, evs); d.Status != drover.StatusInterrupted || len(evs) != 1 {
+			t.Fatalf("events %v", types(evs))
+		}
+		if f.calls.Load() != 0 {
+			t.Fatal("adapter was called with a cancelled context")
+		}
+	})
+}
+
+func TestENG006_NothingAfterDone(t *testing.T) {
+	var stoppedBeforeConsumerSawDone atomic.Bool
+	f := &fake{id: "a"}
+	f.run = func(_ context.Context, _ drover.Request, y func(drover.Event, error) bool) {
+		y(text("a"), nil)
+		if y(done(drover.StatusSuccess), nil) {
+			t.Error("yield of done returned true: the engine must stop the adapter at done")
+		}
+		y(text("after"), nil)
+		y(done(drover.StatusError), nil)
+	}
+	e := engineWith(t, f)
+	events, _ := e.Run(context.Background(), "a", "p", drover.Options{})
+	var evs []drover.Event
+	for ev := range events {
+		if ev.Type == drover.TypeDone {
+			stoppedBeforeConsumerSawDone.Store(f.returned.Load())
+		}
+		evs = append(evs, ev)
+	}
+	if d := checkShape(t, evs); d.Status != drover.StatusSuccess || len(evs) != 2 {
+		t.Fatalf("events %v", types(evs))
+	}
+	if !stoppedBeforeConsumerSawDone.Load() {
+		t.Fatal("adapter still running when the consumer received done")
+	}
+}
+
+func TestENG007_ExactlyOneDone(t *testing.T) {
+	runs := map[string]func(context.Context, drover.Request, func(drover.Event, error) bool){
+		"normal": func(_ context.Context, _ drover.Request, y func(drover.Event, error) bool) {
+			y(text("x"), nil)
+			y(done(drover.StatusSuccess), nil)
+		},
+		"two": func(_ context.Context, _ drover.Request, y func(drover.Event, error) bool) {
+			y(done(drover.StatusSuccess), nil)
+			y(done(drover.StatusSuccess), nil)
+		},
+		"none":  func(_ context.Context, _ drover.Request, y func(drover.Event, error) bool) { y(text("x"), nil) },
+		"empty": func(context.Context, drover.Request, func(drover.Event, error) bool) {},
+		"error": func(_ context.Context, _ drover.Request, y func(drover.Event, error) bool) {
+			y(drover.Event{}, errors.New("e"))
+		},
+		"timeout": func(ctx context.Context, _ drover.Request, _ func(drover.Event, error) bool) { <-ctx.Done() },
+	}
+	for name, run := range runs {
+		t.Run(name, func(t *testing.T) {
+			e := engineWith(t, &fake{id: "a", run: run})
+			checkShape(t, runAll(t, e, context.Background(), "a", drover.Options{Timeout: 50 * time.Millisecond}))
+		})
+	}
+}
+
+func TestENG008_MissingDone(t *testing.T) {
+	e := engineWith(t, &fake{id: "a", run: func(_ context.Context, _ drover.Request, y func(drover.Event, error) bool) {
+		y(text("bye"), nil)
+	}})
+	evs := runAll(t, e, context.Background(), "a", drover.Options{})
+	if d := checkShape(t, evs); d.Status != drover.StatusError {
+		t.Fatalf("status %s", d.Status)
+	}
+	if p := errorOf(t, evs); p.Code != drover.CodeMissingDone || p.Recoverable {
+		t.Fatalf("error %+v", p)
+	}
+}
+
+func TestENG009_SynthesizedDone(t *testing.T) {
+	e := engineWith(t, &fake{id: "a", run: func(context.Context, drover.Request, func(drover.Event, error) bool) {
+		time.Sleep(60 * time.Millisecond)
+	}}, &fake{id: "b", run: func(_ context.Context, _ drover.Request, y func(drover.Event, error) bool) {
+		cost := 0.5
+		y(ev(drover.TypeDone, drover.DonePayload{Status: drover.StatusSuccess, DurationMs: 1234,
+			Usage: drover.Usage{InputTokens: 7, OutputTokens: 3, TotalCostUSD: &cost}}), nil)
+	}})
+	d := checkShape(t, runAll(t, e, context.Background(), "a", drover.Options{}))
+	if d.Usage != (drover.Usage{}) {
+		t.Fatalf("synthesized usage %+v, want zero", d.Usage)
+	}
+	if d.DurationMs < 60 {
+		t.Fatalf("durationMs %d, want ≥ 60 (measured from adapter start)", d.DurationMs)
+	}
+	d = checkShape(t, runAll(t, e, context.Background(), "b", drover.Options{}))
+	if d.DurationMs != 1234 || d.Usage.InputTokens != 7 || *d.Usage.TotalCostUSD != 0.5 {
+		t.Fatalf("adapter's own done did not win: %+v", d)
+	}
+}
+
+func TestENG010_ParallelInterleaves(t *testing.T) {
+	bSeen := make(chan struct{})
+	a := &fake{id: "a", run: func(ctx context.Context, _ drover.Request, y func(drover.Event, error) bool) {
+		y(text("a1"), nil)
+		select { // a cannot finish until the consumer has seen b's first event
+		case <-bSeen:
+		case <-ctx.Done():
+			return
+		}
+		y(done(drover.StatusSuccess), nil)
+	}}
+	b := &fake{id: "b", run: func(_ context.Context, _ drover.Request, y func(drover.Event, error) bool) {
+		y(text("b1"), nil)
+		y(done(drover.StatusSuccess), nil)
+	}}
+	e := engineWith(t, a, b)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	per := map[string][]drover.Event{}
+	for ev := range e.RunParallel(ctx, []drover.RunSpec{{ID: "1", Agent: "a"}, {ID: "2", Agent: "b"}}) {
+		per[ev.RunID] = append(per[ev.RunID], ev)
+		if p, ok := ev.Payload.(drover.TextPayload); ok && p.Content == "b1" {
+			close(bSeen)
+		}
+	}
+	for id, evs := range per {
+		if d := checkShape(t, evs); d.Status != drover.StatusSuccess {
+			t.Fatalf("run %s ended %s (events not yielded as they arrive?)", id, d.Status)
+		}
+	}
+	if len(per) != 2 {
+		t.Fatalf("runs seen: %v", per)
+	}
+}
+
+func TestENG011_ParallelFailureIsolated(t *testing.T) {
+	good := &fake{id: "good", run: func(_ context.Context, _ drover.Request, y func(drover.Event, error) bool) {
+		time.Sleep(20 * time.Millisecond)
+		y(text("fine"), nil)
+		y(done(drover.StatusSuccess), nil)
+	}}
+	bad := &fake{id: "bad", run: func(_ context.Context, _ drover.Request, y func(drover.Event, error) bool) {
+		y(drover.Event{}, errors.New("exploded"))
+	}}
+	e := engineWith(t, good, bad)
+	per := map[string][]drover.Event{}
+	for ev := range e.RunParallel(context.Background(), []drover.RunSpec{
+		{ID: "g", Agent: "good"}, {ID: "b", Agent: "bad"}, {ID: "u", Agent: "missing"},
+		{ID: "v", Agent: "good", Options: drover.Options{MaxTurns: -1}},
+	}) {
+		per[ev.RunID] = append(per[ev.RunID], ev)
+	}
+	if d := checkShape(t, per["g"]); d.Status != drover.StatusSuccess {
+		t.Fatalf("good run: %s", d.Status)
+	}
+	for id, code := range map[string]drover.ErrorCode{"b": drover.CodeAdapterError, "u": drover.CodeUnknownAgent, "v": drover.CodeValidation} {
+		if d := checkShape(t, per[id]); d.Status != drover.StatusError {
+			t.Fatalf("run %s: %s", id, d.Status)
+		}
+		if p := errorOf(t, per[id]); p.Code != code {
+			t.Fatalf("run %s code %s, want %s", id, p.Code, code)
+		}
+	}
+}
+
+func TestENG012_ParallelCancelStopsAll(t *testing.T) {
+	fs := []*fake{{id: "a", run: blockUntilCancelled}, {id: "b", run: blockUntilCancelled}, {id: "c", run: blockUntilCancelled}}
+	e := engineWith(t, fs...)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	per := map[string][]drover.Event{}
+	started := 0
+	for ev := range e.RunParallel(ctx, []drover.RunSpec{{ID: "a", Agent: "a"}, {ID: "b", Agent: "b"}, {ID: "c", Agent: "c"}}) {
+		per[ev.RunID] = append(per[ev.RunID], ev)
+		if ev.Type == drover.TypeText {
+			if started++; started == 3 {
+				cancel()
+			}
+		}
+	}
+	for id, evs := range per {
+		if d := checkShape(t, evs); d.Status != drover.StatusInterrupted {
+			t.Fatalf("run %s: %s", id, d.Status)
+		}
+	}
+	for _, f := range fs {
+		if !f.returned.Load() {
+			t.Fatalf("adapter %s still running", f.id)
+		}
+	}
+}
+
+func TestENG012_ParallelConsumerBreakStopsAll(t *testing.T) {
+	fs := []*fake{{id: "a", run: blockUntilCancelled}, {id: "b", run: blockUntilCancelled}}
+	e := engineWith(t, fs...)
+	for range e.RunParallel(context.Background(), []drover.RunSpec{{Agent: "a"}, {Agent: "b"}}) {
+		break
+	}
+	for _, f := range fs {
+		if f.calls.Load() == 1 && !f.returned.Load() {
+			t.Fatalf("adapter %s outlived the loop", f.id)
+		}
+	}
+}
+
+func TestENG013_ToolFiltering(t *testing.T) {
+	o := drover.Options{AllowedTools: []string{"Read", "Bash", "Write"}, DisallowedTools: []string{"Bash"}}
+	if err := o.Validate(); err == nil {
+		t.Fatal("a tool both allowed and disallowed must be a validation error")
+	}
+	o = drover.Options{AllowedTools: []string{"Read", "Write"}}
+	if got := o.FilterTools([]string{"Bash", "Read", "Write", "read"}); !slices.Equal(got, []string{"Read", "Write"}) {
+		t.Fatalf("allowed filter = %v (exact names)", got)
+	}
+	o = drover.Options{DisallowedTools: []string{"Bash"}}
+	if got := o.FilterTools([]string{"Bash", "Read"}); !slices.Equal(got, []string{"Read"}) {
+		t.Fatalf("disallowed filter = %v", got)
+	}
+
+	initWith := func(tools ...string) drover.Event {
+		return ev(drover.TypeInit, drover.InitPayload{Tools: tools})
+	}
+	result := func(tool string, st drover.ToolStatus) drover.Event {
+		return ev(drover.TypeToolResult, drover.ToolResultPayload{ToolUseID: "t1", ToolName: tool, Status: st})
+	}
+	cases := []struct {
+		name   string
+		events []drover.Event
+		opts   drover.Options
+		want   drover.DoneStatus
+	}{
+		{"init within filter", []drover.Event{initWith("Read")}, drover.Options{AllowedTools: []string{"Read"}}, drover.StatusSuccess},
+		{"init offers extra tool", []drover.Event{initWith("Read", "Bash")}, drover.Options{AllowedTools: []string{"Read"}}, drover.StatusError},
+		{"init offers disallowed", []drover.Event{initWith("Read", "Bash")}, drover.Options{DisallowedTools: []string{"Bash"}}, drover.StatusError},
+		{"disallowed tool denied by vendor", []drover.Event{initWith("Read"), result("Bash", drover.ToolError)}, drover.Options{DisallowedTools: []string{"Bash"}}, drover.StatusSuccess},
+		{"disallowed tool ran", []drover.Event{initWith("Read"), result("Bash", drover.ToolSuccess)}, drover.Options{DisallowedTools: []string{"Bash"}}, drover.StatusError},
+		{"no filter", []drover.Event{initWith("Read", "Bash"), result("Bash", drover.ToolSuccess)}, drover.Options{}, drover.StatusSuccess},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			e := engineWith(t, &fake{id: "a", run: func(_ context.Context, _ drover.Request, y func(drover.Event, error) bool) {
+				for _, e := range c.events {
+					if !y(e, nil) {
+						return
+					}
+				}
+				y(done(drover.StatusSuccess), nil)
+			}})
+			evs := runAll(t, e, context.Background(), "a", c.opts)
+			if d := checkShape(t, evs); d.Status != c.want {
+				t.Fatalf("status %s, want %s (%v)", d.Status, c.want, types(evs))
+			}
+			if c.want == drover.StatusError {
+				if p := errorOf(t, evs); p.Code != drover.CodeToolFilter {
+					t.Fatalf("code %s", p.Code)
+				}
+			}
+		})
+	}
+}
+
+func TestADP6_Timeouts(t *testing.T) {
+	hang := func(ctx context.Context, _ drover.Request, y func(drover.Event, error) bool) {
+		y(text("started"), nil)
+		<-ctx.Done()
+	}
+	chatty := func(ctx context.Context, _ drover.Request, y func(drover.Event, error) bool) {
+		for range 6 { // 6 × 30 ms > the 100 ms idle timeout, but never idle that long
+			time.Sleep(30 * time.Millisecond)
+			if !y(drover.Event{Type: drover.TypeTextDelta, Payload: drover.TextDeltaPayload{Delta: "."}}, nil) {
+				return
+			}
+		}
+		y(done(drover.StatusSuccess), nil)
+	}
+	e := engineWith(t, &fake{id: "hang", run: hang}, &fake{id: "chatty", run: chatty})
+	evs := runAll(t, e, context.Background(), "hang", drover.Options{Timeout: 80 * time.Millisecond})
+	if d := checkShape(t, evs); d.Status != drover.StatusError || errorOf(t, evs).Code != drover.CodeTimeout {
+		t.Fatalf("timeout: %v", types(evs))
+	}
+	evs = runAll(t, e, context.Background(), "hang", drover.Options{IdleTimeout: 80 * time.Millisecond})
+	if d := checkShape(t, evs); d.Status != drover.StatusError || errorOf(t, evs).Code != drover.CodeIdleTimeout {
+		t.Fatalf("idle: %v", types(evs))
+	}
+	evs = runAll(t, e, context.Background(), "chatty", drover.Options{IdleTimeout: 150 * time.Millisecond})
+	if d := checkShape(t, evs); d.Status != drover.StatusSuccess {
+		t.Fatalf("chatty agent hit the idle timeout: %v", types(evs))
+	}
+}
+
+func TestENG005_ConsumerBreakStopsAdapter(t *testing.T) {
+	f := &fake{id: "a", run: blockUntilCancelled}
+	e := engineWith(t, f)
+	events, _ := e.Run(context.Background(), "a", "p", drover.Options{})
+	for range events {
+		break
+	}
+	if !f.returned.Load() || !f.sawStop.Load() {
+		t.Fatal("adapter not stopped when the consumer broke out of the loop")
+	}
+}
+
+func TestENG004_ConsumerPanicIsNotAnAdapterError(t *testing.T) {
+	e := engineWith(t, &fake{id: "a", run: func(_ context.Context, _ drover.Request, y func(drover.Event, error) bool) {
+		y(text("x"), nil)
+	}})
+	defer func() {
+		if r := recover(); r != "consumer bug" {
+			t.Fatalf("recovered %v, want the consumer's own panic", r)
+		}
+	}()
+	events, _ := e.Run(context.Background(), "a", "p", drover.Options{})
+	for range events {
+		panic("consumer bug")
+	}
+}

@@ -1,0 +1,204 @@
+package drover
+
+import (
+	"fmt"
+	"slices"
+	"time"
+)
+
+// Tier is a permission tier (PERM-1). Each tier strictly adds to the one
+// before: sandbox < dry-run < supervised < autonomous.
+type Tier string
+
+// The four permission tiers.
+const (
+	// TierSandbox allows no native tools at all (MCP tools only).
+	TierSandbox Tier = "sandbox"
+	// TierDryRun is read-only: read, search, plan; no writes, no shell.
+	TierDryRun Tier = "dry-run"
+	// TierSupervised edits files in the workspace; shell, network and
+	// anything else needs approval, and with nobody to approve is denied.
+	TierSupervised Tier = "supervised"
+	// TierAutonomous allows everything, with no prompts.
+	TierAutonomous Tier = "autonomous"
+)
+
+// DefaultTier is the tier of a run that names none.
+const DefaultTier = TierSupervised
+
+// Tiers lists the tiers from least to most permissive.
+var Tiers = []Tier{TierSandbox, TierDryRun, TierSupervised, TierAutonomous}
+
+// ParseTier accepts a tier name, including the OpenNova trust levels
+// (controlled → supervised, unrestricted → autonomous).
+func ParseTier(s string) (Tier, error) {
+	switch s {
+	case "sandbox":
+		return TierSandbox, nil
+	case "dry-run", "dryrun", "read-only":
+		return TierDryRun, nil
+	case "supervised", "controlled":
+		return TierSupervised, nil
+	case "autonomous", "unrestricted":
+		return TierAutonomous, nil
+	}
+	return "", fmt.Errorf("unknown tier %q (want sandbox, dry-run, supervised or autonomous)", s)
+}
+
+// Endpoint points a vendor CLI at a model API other than its default: a
+// gateway, or drover's fakemodel for offline runs.
+type Endpoint struct {
+	// BaseURL is the API root without a version suffix, e.g. http://127.0.0.1:8080.
+	BaseURL string `json:"baseUrl"`
+	// APIKey is passed the way the vendor expects an API key.
+	APIKey string `json:"apiKey,omitempty"`
+}
+
+// Options configure one run. The zero value is a valid run in the default
+// tier with the vendor's defaults. An option the chosen adapter cannot honour
+// fails the run before the vendor CLI starts (ADP-3).
+type Options struct {
+	Model        string  `json:"model,omitempty"`
+	Cwd          string  `json:"cwd,omitempty"`
+	Tier         Tier    `json:"tier,omitempty"`
+	MaxTurns     int     `json:"maxTurns,omitempty"`
+	MaxBudgetUSD float64 `json:"maxBudgetUsd,omitempty"`
+	// Resume is a vendor resume token (a "done" event's resumeToken).
+	Resume string `json:"resume,omitempty"`
+	// AllowedTools restricts the agent's tools to exactly these names (ENG-013).
+	AllowedTools []string `json:"allowedTools,omitempty"`
+	// DisallowedTools removes these names from the agent's tools (ENG-013).
+	DisallowedTools []string `json:"disallowedTools,omitempty"`
+	// AddDirs are extra directories the agent may access besides Cwd.
+	AddDirs []string `json:"addDirs,omitempty"`
+	// SystemPrompt is appended to the vendor's system prompt.
+	SystemPrompt string `json:"systemPrompt,omitempty"`
+	// Env adds variables to the vendor process environment.
+	Env map[string]string `json:"env,omitempty"`
+	// ConfigDir, when set, gives the vendor CLI its own configuration home in
+	// that directory (created if missing, seeded with the user's credentials)
+	// instead of the user's own (ADP-7). Keep the directory to resume later.
+	ConfigDir string `json:"configDir,omitempty"`
+	// Endpoint, when set, points the vendor CLI at another model API.
+	Endpoint *Endpoint `json:"endpoint,omitempty"`
+	// APIRetries, when set, caps the vendor CLI's own retries of failed API calls.
+	APIRetries *int `json:"apiRetries,omitempty"`
+	// PartialText asks for text_delta events where the vendor can stream them.
+	PartialText bool `json:"partialText,omitempty"`
+	// Binary overrides where the vendor CLI is found.
+	Binary string `json:"binary,omitempty"`
+	// SessionID is the drover session id stamped on every event; empty → a new one.
+	SessionID string `json:"sessionId,omitempty"`
+	// Timeout ends the run with error TIMEOUT when it runs longer.
+	Timeout time.Duration `json:"timeout,omitempty"`
+	// IdleTimeout ends the run with error IDLE_TIMEOUT when the agent produces
+	// no event for that long (ADP-6).
+	IdleTimeout time.Duration `json:"idleTimeout,omitempty"`
+}
+
+// EffectiveTier returns the tier, or DefaultTier when none is set.
+func (o Options) EffectiveTier() Tier {
+	if o.Tier == "" {
+		return DefaultTier
+	}
+	return o.Tier
+}
+
+// Validate checks what holds for every adapter; it does not know what a
+// particular vendor supports.
+func (o Options) Validate() error {
+	if o.Tier != "" {
+		if _, err := ParseTier(string(o.Tier)); err != nil {
+			return &Error{Code: CodeValidation, Message: err.Error()}
+		}
+	}
+	if o.MaxTurns < 0 {
+		return &Error{Code: CodeValidation, Message: fmt.Sprintf("maxTurns must be positive, got %d", o.MaxTurns)}
+	}
+	if o.MaxBudgetUSD < 0 {
+		return &Error{Code: CodeValidation, Message: fmt.Sprintf("maxBudgetUsd must be positive, got %g", o.MaxBudgetUSD)}
+	}
+	if o.Timeout < 0 || o.IdleTimeout < 0 {
+		return &Error{Code: CodeValidation, Message: "timeouts must not be negative"}
+	}
+	if o.APIRetries != nil && *o.APIRetries < 0 {
+		return &Error{Code: CodeValidation, Message: "apiRetries must not be negative"}
+	}
+	for _, t := range o.AllowedTools {
+		if slices.Contains(o.DisallowedTools, t) {
+			return &Error{Code: CodeValidation, Message: fmt.Sprintf("tool %q is both allowed and disallowed", t)}
+		}
+	}
+	return nil
+}
+
+// ToolAllowed reports whether the tool filter of o (ENG-013) admits name:
+// in AllowedTools when that list is set, and not in DisallowedTools. Names
+// are compared exactly.
+func (o Options) ToolAllowed(name string) bool {
+	if len(o.AllowedTools) > 0 && !slices.Contains(o.AllowedTools, name) {
+		return false
+	}
+	return !slices.Contains(o.DisallowedTools, name)
+}
+
+// FilterTools returns the tools of all that the filter of o admits, in order.
+func (o Options) FilterTools(all []string) []string {
+	out := make([]string, 0, len(all))
+	for _, t := range all {
+		if o.ToolAllowed(t) {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// Capabilities say what an adapter can honour; the engine shows them to
+// users, and an adapter refuses options beyond them (ADP-3).
+type Capabilities struct {
+	Tiers           []Tier `json:"tiers"`
+	MaxTurns        bool   `json:"maxTurns"`
+	MaxBudget       bool   `json:"maxBudget"`
+	Resume          bool   `json:"resume"`
+	Fork            bool   `json:"fork"`
+	AllowedTools    bool   `json:"allowedTools"`
+	DisallowedTools bool   `json:"disallowedTools"`
+	AddDirs         bool   `json:"addDirs"`
+	SystemPrompt    bool   `json:"systemPrompt"`
+	PartialText     bool   `json:"partialText"`
+	Thinking        bool   `json:"thinking"`
+	Cost            bool   `json:"cost"`
+	ConfigDir       bool   `json:"configDir"`
+	Endpoint        bool   `json:"endpoint"`
+	APIRetries      bool   `json:"apiRetries"`
+}
+
+// Unsupported returns the first option in o that c cannot honour, as an
+// UNSUPPORTED_OPTION error, or nil. Adapters call it before starting the CLI.
+func (c Capabilities) Unsupported(o Options) error {
+	check := []struct {
+		set, ok bool
+		name    string
+	}{
+		{o.MaxTurns > 0, c.MaxTurns, "maxTurns"},
+		{o.MaxBudgetUSD > 0, c.MaxBudget, "maxBudgetUsd"},
+		{o.Resume != "", c.Resume, "resume"},
+		{len(o.AllowedTools) > 0, c.AllowedTools, "allowedTools"},
+		{len(o.DisallowedTools) > 0, c.DisallowedTools, "disallowedTools"},
+		{len(o.AddDirs) > 0, c.AddDirs, "addDirs"},
+		{o.SystemPrompt != "", c.SystemPrompt, "systemPrompt"},
+		{o.PartialText, c.PartialText, "partialText"},
+		{o.ConfigDir != "", c.ConfigDir, "configDir"},
+		{o.Endpoint != nil, c.Endpoint, "endpoint"},
+		{o.APIRetries != nil, c.APIRetries, "apiRetries"},
+	}
+	for _, ch := range check {
+		if ch.set && !ch.ok {
+			return &Error{Code: CodeUnsupportedOption, Message: ch.name + " is not supported by this agent"}
+		}
+	}
+	if t := o.EffectiveTier(); !slices.Contains(c.Tiers, t) {
+		return &Error{Code: CodeUnsupportedOption, Message: fmt.Sprintf("tier %s cannot be enforced by this agent", t)}
+	}
+	return nil
+}
