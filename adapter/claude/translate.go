@@ -1,0 +1,483 @@
+package claude
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/drover-run/drover"
+)
+
+// line is the union of the fields drover reads from Claude's stream-json lines.
+type line struct {
+	Type            string          `json:"type"`
+	Subtype         string          `json:"subtype"`
+	SessionID       string          `json:"session_id"`
+	ParentToolUseID *string         `json:"parent_tool_use_id"`
+	Message         json.RawMessage `json:"message"` // an object, or a string on system lines
+	Event           json.RawMessage `json:"event"`   // stream_event
+	Error           string          `json:"error"`   // synthetic assistant error line
+
+	// system/init
+	Cwd               string   `json:"cwd"`
+	Tools             []string `json:"tools"`
+	Model             string   `json:"model"`
+	PermissionMode    string   `json:"permissionMode"`
+	ClaudeCodeVersion string   `json:"claude_code_version"`
+
+	// result
+	IsError           bool               `json:"is_error"`
+	APIErrorStatus    *int               `json:"api_error_status"`
+	DurationMs        int64              `json:"duration_ms"`
+	NumTurns          *int64             `json:"num_turns"`
+	Result            string             `json:"result"`
+	StopReason        *string            `json:"stop_reason"`
+	TotalCostUSD      *float64           `json:"total_cost_usd"`
+	Usage             *resultUsage       `json:"usage"`
+	PermissionDenials []permissionDenial `json:"permission_denials"`
+	Errors            []string           `json:"errors"`
+	TerminalReason    string             `json:"terminal_reason"`
+
+	// system/permission_denied (2.1.330)
+	ToolUseID string `json:"tool_use_id"`
+}
+
+type message struct {
+	ID      string          `json:"id"`
+	Model   string          `json:"model"`
+	Content json.RawMessage `json:"content"` // array of blocks, or a string for plain user input
+}
+
+type block struct {
+	Type      string          `json:"type"`
+	Text      string          `json:"text"`
+	Thinking  string          `json:"thinking"`
+	ID        string          `json:"id"`
+	Name      string          `json:"name"`
+	Input     map[string]any  `json:"input"`
+	ToolUseID string          `json:"tool_use_id"`
+	Content   json.RawMessage `json:"content"`
+	IsError   bool            `json:"is_error"`
+}
+
+type resultUsage struct {
+	InputTokens              int64  `json:"input_tokens"`
+	OutputTokens             int64  `json:"output_tokens"`
+	CacheReadInputTokens     *int64 `json:"cache_read_input_tokens"`
+	CacheCreationInputTokens *int64 `json:"cache_creation_input_tokens"`
+}
+
+type permissionDenial struct {
+	ToolName  string         `json:"tool_name"`
+	ToolUseID string         `json:"tool_use_id"`
+	ToolInput map[string]any `json:"tool_input"`
+}
+
+type streamEvent struct {
+	Type  string `json:"type"`
+	Delta struct {
+		Type string `json:"type"`
+		Text string `json:"text"`
+	} `json:"delta"`
+}
+
+// pendingCall is a tool call waiting for its result.
+type pendingCall struct {
+	name  string
+	start time.Time
+}
+
+// translator turns Claude stream-json lines into UES events. It is pure
+// apart from its clock, so golden tests drive it with captured streams.
+type translator struct {
+	sid string
+	now func() time.Time
+
+	calls      map[string]pendingCall
+	results    map[string]bool // tool_use ids that already have a tool_result
+	denied     map[string]bool // tool_use ids Claude reported as permission_denied
+	toolUses   int64
+	apiError   string // text of Claude's synthetic API-error assistant message
+	sawInit    bool
+	sawResult  bool
+	vendorSess string
+
+	// A run can print several result lines (one per segment when a
+	// background subagent reports back); the done of the last one, with
+	// usage summed over all, is held until the stream ends.
+	final *drover.Event
+	sum   drover.Usage
+	durMs int64
+}
+
+func newTranslator(sid string, now func() time.Time) *translator {
+	return &translator{sid: sid, now: now, calls: map[string]pendingCall{},
+		results: map[string]bool{}, denied: map[string]bool{}}
+}
+
+func (t *translator) event(typ drover.EventType, payload any) drover.Event {
+	return drover.Event{Type: typ, Agent: ID, SessionID: t.sid, Timestamp: t.now().UnixMilli(), Payload: payload}
+}
+
+// translate decodes one native line into zero or more events. A line that is
+// JSON but not an object drover understands yields an error; the caller
+// reports it as recoverable and goes on.
+func (t *translator) translate(raw []byte) ([]drover.Event, error) {
+	var l line
+	if err := json.Unmarshal(raw, &l); err != nil {
+		return nil, fmt.Errorf("undecodable claude line: %w", err)
+	}
+	if l.SessionID != "" {
+		t.vendorSess = l.SessionID
+	}
+	var evs []drover.Event
+	switch l.Type {
+	case "system":
+		evs = t.system(l, raw)
+	case "assistant":
+		evs = t.assistant(l)
+	case "user":
+		evs = t.user(l, raw)
+	case "stream_event":
+		evs = t.streamEvent(l)
+	case "result":
+		evs = t.result(l)
+	case "":
+		return nil, fmt.Errorf("claude line without a type")
+	default:
+		evs = []drover.Event{t.extension(l.Type, raw)}
+	}
+	if l.ParentToolUseID != nil && *l.ParentToolUseID != "" {
+		for i := range evs {
+			if evs[i].Metadata == nil {
+				evs[i].Metadata = map[string]any{}
+			}
+			evs[i].Metadata["parentToolUseId"] = *l.ParentToolUseID
+		}
+	}
+	return evs, nil
+}
+
+func (t *translator) extension(name string, raw []byte) drover.Event {
+	return t.event(drover.EventType(ID+":"+name), json.RawMessage(slices.Clone(raw)))
+}
+
+func (t *translator) system(l line, raw []byte) []drover.Event {
+	switch l.Subtype {
+	case "init":
+		if t.sawInit {
+			// A later segment of the same run (after a background task).
+			return []drover.Event{t.extension("init", raw)}
+		}
+		t.sawInit = true
+		tools := l.Tools
+		if tools == nil {
+			tools = []string{}
+		}
+		ev := t.event(drover.TypeInit, drover.InitPayload{Model: l.Model, Cwd: l.Cwd, Tools: tools})
+		ev.Metadata = map[string]any{"vendorSessionId": l.SessionID, "permissionMode": l.PermissionMode,
+			"version": l.ClaudeCodeVersion}
+		return []drover.Event{ev}
+	case "permission_denied":
+		// Authoritative: the tool_result that follows is a denial whatever its text.
+		t.denied[l.ToolUseID] = true
+		return []drover.Event{t.extension(l.Subtype, raw)}
+	case "compact_boundary":
+		return []drover.Event{t.extension("compact", raw)}
+	case "":
+		return []drover.Event{t.extension("system", raw)}
+	}
+	return []drover.Event{t.extension(l.Subtype, raw)}
+}
+
+func (t *translator) blocks(l line) []block {
+	var m message
+	if len(l.Message) == 0 || l.Message[0] != '{' || json.Unmarshal(l.Message, &m) != nil {
+		return nil
+	}
+	if len(m.Content) == 0 || m.Content[0] != '[' {
+		return nil
+	}
+	var bs []block
+	if json.Unmarshal(m.Content, &bs) != nil {
+		return nil
+	}
+	return bs
+}
+
+func (t *translator) assistant(l line) []drover.Event {
+	bs := t.blocks(l)
+	if l.Error != "" {
+		// Claude reports a failed API call as a synthetic assistant message
+		// (model "<synthetic>", an "error" field); the result line that
+		// follows carries the status, so keep the text for the error event.
+		for _, b := range bs {
+			if b.Type == "text" {
+				t.apiError = b.Text
+			}
+		}
+		return nil
+	}
+	var evs []drover.Event
+	for _, b := range bs {
+		switch b.Type {
+		case "text":
+			if b.Text != "" {
+				evs = append(evs, t.event(drover.TypeText, drover.TextPayload{Content: b.Text}))
+			}
+		case "thinking":
+			if b.Thinking != "" {
+				evs = append(evs, t.event(drover.TypeThinking, drover.ThinkingPayload{Summary: b.Thinking}))
+			}
+		case "redacted_thinking":
+			evs = append(evs, t.event(drover.TypeThinking, drover.ThinkingPayload{Summary: "[redacted]"}))
+		case "tool_use", "server_tool_use", "mcp_tool_use":
+			input := b.Input
+			if input == nil {
+				input = map[string]any{}
+			}
+			t.calls[b.ID] = pendingCall{name: b.Name, start: t.now()}
+			t.toolUses++
+			evs = append(evs, t.event(drover.TypeToolUse, drover.ToolUsePayload{ToolName: b.Name, ToolUseID: b.ID,
+				Input: input, Description: drover.DescribeTool(b.Name, input)}))
+		}
+	}
+	return evs
+}
+
+func (t *translator) user(l line, raw []byte) []drover.Event {
+	var evs []drover.Event
+	for _, b := range t.blocks(l) {
+		if b.Type != "tool_result" {
+			continue
+		}
+		out := contentText(b.Content)
+		st := drover.ToolSuccess
+		if b.IsError {
+			st = drover.ToolError
+			if t.denied[b.ToolUseID] || isDenial(out) {
+				st = drover.ToolDenied
+			}
+		}
+		evs = append(evs, t.toolResult(b.ToolUseID, st, out))
+	}
+	if evs == nil {
+		// Plain user text: an interrupt marker or a replayed input.
+		return []drover.Event{t.extension("user", raw)}
+	}
+	return evs
+}
+
+func (t *translator) toolResult(id string, st drover.ToolStatus, out string) drover.Event {
+	c := t.calls[id]
+	t.results[id] = true
+	p := drover.ToolResultPayload{ToolUseID: id, ToolName: c.name, Status: st, Output: out}
+	if !c.start.IsZero() {
+		d := t.now().Sub(c.start).Milliseconds()
+		p.DurationMs = &d
+	}
+	return t.event(drover.TypeToolResult, p)
+}
+
+// denialMarkers are the texts Claude 2.1.x puts in the error tool_result of a
+// call refused by its permission system (measured; see docs/adapters/claude-code.md).
+var denialMarkers = []string{
+	"requested permissions to",
+	"haven't granted it yet",
+	"has been denied",
+	"was blocked. For security",
+	"while in plan mode",
+	"don't ask mode",
+	// A tool removed from the session (tier or tool filter): refused by configuration.
+	"is disabled for this session",
+	"exists but is not enabled in this context",
+}
+
+func isDenial(out string) bool {
+	for _, m := range denialMarkers {
+		if strings.Contains(out, m) {
+			return true
+		}
+	}
+	return false
+}
+
+// contentText flattens tool_result content: a string, or text blocks.
+func contentText(raw json.RawMessage) string {
+	if len(raw) == 0 {
+		return ""
+	}
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return s
+	}
+	var bs []block
+	if json.Unmarshal(raw, &bs) != nil {
+		return string(raw)
+	}
+	var parts []string
+	for _, b := range bs {
+		if b.Type == "text" {
+			parts = append(parts, b.Text)
+		}
+	}
+	return strings.Join(parts, "\n")
+}
+
+func (t *translator) streamEvent(l line) []drover.Event {
+	var se streamEvent
+	if json.Unmarshal(l.Event, &se) != nil {
+		return nil
+	}
+	if se.Type == "content_block_delta" && se.Delta.Type == "text_delta" && se.Delta.Text != "" {
+		return []drover.Event{t.event(drover.TypeTextDelta, drover.TextDeltaPayload{Delta: se.Delta.Text})}
+	}
+	// Other raw API events (block starts, tool input deltas, thinking deltas)
+	// are repeated in full by the assistant line that follows.
+	return nil
+}
+
+func (t *translator) result(l line) []drover.Event {
+	t.sawResult = true
+	var evs []drover.Event
+	// Denials the stream did not show as a tool_result still reach the
+	// consumer (result.permission_denials is the run-level record).
+	for _, d := range l.PermissionDenials {
+		if d.ToolUseID == "" || t.results[d.ToolUseID] {
+			continue
+		}
+		if _, ok := t.calls[d.ToolUseID]; !ok {
+			t.calls[d.ToolUseID] = pendingCall{name: d.ToolName}
+		}
+		evs = append(evs, t.toolResult(d.ToolUseID, drover.ToolDenied, "permission denied"))
+	}
+
+	status := drover.StatusSuccess
+	switch {
+	case l.Subtype == "error_max_turns":
+		status = drover.StatusMaxTurns
+	case l.Subtype == "error_max_budget_usd":
+		status = drover.StatusMaxBudget
+	case l.IsError || strings.HasPrefix(l.Subtype, "error"):
+		status = drover.StatusError
+		evs = append(evs, t.resultError(l))
+	}
+
+	t.add(l)
+	done := drover.DonePayload{Status: status, ResumeToken: l.SessionID, DurationMs: t.durMs, Usage: t.sum}
+	done.Usage.ToolUses = t.toolUses
+	if status == drover.StatusSuccess {
+		done.Result = l.Result
+	}
+	ev := t.event(drover.TypeDone, done)
+	ev.Metadata = map[string]any{"vendorSessionId": l.SessionID}
+	if l.StopReason != nil {
+		ev.Metadata["stopReason"] = *l.StopReason
+	}
+	if l.TerminalReason != "" {
+		ev.Metadata["terminalReason"] = l.TerminalReason
+	}
+	t.final = &ev
+	return evs
+}
+
+// add accumulates a result's usage: tokens, turns and durations are per
+// segment; total_cost_usd is already cumulative, so the last one counts.
+func (t *translator) add(l line) {
+	t.durMs += l.DurationMs
+	if l.TotalCostUSD != nil {
+		c := *l.TotalCostUSD
+		t.sum.TotalCostUSD = &c
+	}
+	addPtr := func(dst **int64, v *int64) {
+		if v != nil {
+			n := *v
+			if *dst != nil {
+				n += **dst
+			}
+			*dst = &n
+		}
+	}
+	addPtr(&t.sum.Turns, l.NumTurns)
+	if u := l.Usage; u != nil {
+		t.sum.InputTokens += u.InputTokens
+		t.sum.OutputTokens += u.OutputTokens
+		addPtr(&t.sum.CacheReadTokens, u.CacheReadInputTokens)
+		addPtr(&t.sum.CacheWriteTokens, u.CacheCreationInputTokens)
+	}
+}
+
+// finish returns the held done event, if any result arrived.
+func (t *translator) finish() []drover.Event {
+	if t.final == nil {
+		return nil
+	}
+	ev := *t.final
+	t.final = nil
+	return []drover.Event{ev}
+}
+
+// resultError classifies a failed result (is_error / api_error_status, not
+// subtype: a failed API call arrives with subtype "success").
+func (t *translator) resultError(l line) drover.Event {
+	msg := strings.TrimSpace(l.Result)
+	if msg == "" {
+		msg = t.apiError
+	}
+	if msg == "" && len(l.Errors) > 0 {
+		msg = strings.Join(l.Errors, "; ")
+	}
+	if msg == "" {
+		msg = "claude reported an error (" + l.Subtype + ")"
+	}
+	code := drover.CodeExecutionError
+	meta := map[string]any{}
+	if s := l.APIErrorStatus; s != nil {
+		meta["httpStatus"] = *s
+		code = codeForStatus(*s, msg)
+	}
+	meta["retryable"] = code.Retryable()
+	ev := t.event(drover.TypeError, drover.ErrorPayload{Code: code, Message: msg})
+	ev.Metadata = meta
+	return ev
+}
+
+func codeForStatus(status int, msg string) drover.ErrorCode {
+	switch {
+	case status == 429:
+		return drover.CodeRateLimited
+	case status == 529:
+		return drover.CodeOverloaded
+	case status == 401 || status == 403:
+		return drover.CodeAuthFailed
+	case status == 400 || status == 413:
+		if strings.Contains(msg, "prompt is too long") || strings.Contains(msg, "context") || status == 413 {
+			return drover.CodeContextOverflow
+		}
+		return drover.CodeInvalidRequest
+	case status >= 500:
+		return drover.CodeServerError
+	}
+	return drover.CodeModelError
+}
+
+// isResumeRejection reports whether a result line says Claude could not find
+// the session to resume (exit 1, no init line before it).
+func isResumeRejection(l line) bool {
+	if !l.IsError {
+		return false
+	}
+	for _, e := range l.Errors {
+		if resumeRejectedText(e) {
+			return true
+		}
+	}
+	return false
+}
+
+func resumeRejectedText(s string) bool {
+	return strings.Contains(s, "No conversation found") ||
+		strings.Contains(s, "--resume requires a valid session ID")
+}

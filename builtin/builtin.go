@@ -1,0 +1,21 @@
+// Package builtin registers drover's built-in adapters. It is the one place
+// that lists them; nothing registers itself from init().
+package builtin
+
+import (
+	"github.com/drover-run/drover"
+	"github.com/drover-run/drover/adapter/claude"
+)
+
+// Registry returns a new registry holding every built-in adapter.
+func Registry() *drover.Registry {
+	reg := drover.NewRegistry()
+	must(reg.Register(claude.New(), claude.Alias))
+	return reg
+}
+
+func must(err error) {
+	if err != nil {
+		panic(err) // built-in ids are constants; a clash is a programming error
+	}
+}

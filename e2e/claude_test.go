@@ -1,0 +1,427 @@
+// Package e2e runs the real vendor CLIs, pinned in package.json and
+// installed with `npm ci`, through drover against fakemodel, offline.
+//
+// The tests run when DROVER_E2E=1 (CI sets it, through scripts/test); then a
+// missing CLI is a failure, not a skip.
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/drover-run/drover"
+	"github.com/drover-run/drover/adapter/claude"
+	"github.com/drover-run/drover/fakemodel"
+	"github.com/drover-run/drover/internal/uestest"
+)
+
+// claudeBin returns the pinned claude binary, skipping unless DROVER_E2E=1.
+func claudeBin(t *testing.T) string {
+	t.Helper()
+	if os.Getenv("DROVER_E2E") != "1" {
+		t.Skip("real-CLI test: set DROVER_E2E=1 (scripts/test does)")
+	}
+	if p := os.Getenv("DROVER_CLAUDE_BIN"); p != "" {
+		return p
+	}
+	p, err := filepath.Abs("node_modules/.bin/claude")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(p); err != nil {
+		t.Fatalf("pinned claude not installed (run `npm ci` in e2e/): %v", err)
+	}
+	return p
+}
+
+// world is one test's offline setup: a fakemodel, a workspace, a home.
+type world struct {
+	t     *testing.T
+	bin   string
+	fake  *fakemodel.Server
+	url   string
+	cwd   string
+	home  string
+	agent *claude.Adapter
+}
+
+func newWorld(t *testing.T, script string) *world {
+	t.Helper()
+	bin := claudeBin(t)
+	s, err := fakemodel.ParseScript([]byte(script))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fm := fakemodel.New(s)
+	url, err := fm.Start("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { fm.Close() })
+	w := &world{t: t, bin: bin, fake: fm, url: url, cwd: t.TempDir(), home: t.TempDir(), agent: claude.New()}
+	return w
+}
+
+// opts are the options every run of w uses: offline, isolated, no retries.
+func (w *world) opts() drover.Options {
+	zero := 0
+	return drover.Options{
+		Binary:     w.bin,
+		Cwd:        w.cwd,
+		Endpoint:   &drover.Endpoint{BaseURL: w.url, APIKey: "sk-fake"},
+		APIRetries: &zero,
+		ConfigDir:  filepath.Join(w.home, ".claude"),
+		// The CLI must never see the real home, even for caches.
+		Env:     map[string]string{"HOME": w.home},
+		Timeout: 2 * time.Minute,
+	}
+}
+
+func (w *world) run(ctx context.Context, prompt string, o drover.Options) []drover.Event {
+	w.t.Helper()
+	reg := drover.NewRegistry()
+	if err := reg.Register(w.agent, claude.Alias); err != nil {
+		w.t.Fatal(err)
+	}
+	events, err := drover.NewEngine(reg).Run(ctx, claude.ID, prompt, o)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	var evs []drover.Event
+	for ev := range events {
+		if err := uestest.ValidateEvent(ev); err != nil {
+			w.t.Errorf("invalid event: %v", err)
+		}
+		evs = append(evs, ev)
+	}
+	w.t.Logf("events: %v", typesOf(evs))
+	noClaudeIn(w.t, w.cwd)
+	return evs
+}
+
+func typesOf(evs []drover.Event) []drover.EventType {
+	out := make([]drover.EventType, len(evs))
+	for i, e := range evs {
+		out[i] = e.Type
+	}
+	return out
+}
+
+func doneOf(t *testing.T, evs []drover.Event) drover.DonePayload {
+	t.Helper()
+	if len(evs) == 0 {
+		t.Fatal("no events")
+	}
+	for i, ev := range evs[:len(evs)-1] {
+		if ev.Type == drover.TypeDone {
+			t.Fatalf("done at %d is not last", i)
+		}
+	}
+	d, ok := evs[len(evs)-1].Done()
+	if !ok {
+		t.Fatalf("last event is %s, not done", evs[len(evs)-1].Type)
+	}
+	return d
+}
+
+func payloads[T any](evs []drover.Event) []T {
+	var out []T
+	for _, ev := range evs {
+		if p, ok := ev.Payload.(T); ok {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// noClaudeIn fails if any process still has dir as its working directory:
+// the vendor CLI and anything it spawned must be gone when a run ends.
+func noClaudeIn(t *testing.T, dir string) {
+	t.Helper()
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		if cwd, err := os.Readlink(filepath.Join("/proc", e.Name(), "cwd")); err == nil && cwd == dir {
+			cmd, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+			t.Errorf("process %s (%q) still runs in %s after the run", e.Name(), strings.ReplaceAll(string(cmd), "\x00", " "), dir)
+		}
+	}
+}
+
+func TestClaude_TextAnswer(t *testing.T) {
+	w := newWorld(t, `{"rules":[{"match":"greet","steps":[{"text":"Hello from the scripted model."}]}]}`)
+	evs := w.run(context.Background(), "please greet me", w.opts())
+	d := doneOf(t, evs)
+	if d.Status != drover.StatusSuccess || d.Result != "Hello from the scripted model." || d.ResumeToken == "" {
+		t.Fatalf("done %+v", d)
+	}
+	if d.Usage.InputTokens == 0 || d.Usage.OutputTokens == 0 || d.Usage.TotalCostUSD == nil || d.Usage.Turns == nil {
+		t.Fatalf("usage not reported: %+v", d.Usage)
+	}
+	inits := payloads[drover.InitPayload](evs)
+	if len(inits) != 1 || inits[0].Cwd != w.cwd || len(inits[0].Tools) == 0 {
+		t.Fatalf("init %+v", inits)
+	}
+	if texts := payloads[drover.TextPayload](evs); len(texts) != 1 || texts[0].Content != "Hello from the scripted model." {
+		t.Fatalf("texts %+v", texts)
+	}
+}
+
+func TestClaude_ShellToolCall(t *testing.T) {
+	w := newWorld(t, `{"rules":[{"match":"shell","steps":[{"tools":[{"shell":"echo e2e-shell-ok"}]},{"text":"ran it"}]}]}`)
+	evs := w.run(context.Background(), "use the shell", w.opts())
+	if d := doneOf(t, evs); d.Status != drover.StatusSuccess || d.Usage.ToolUses != 1 {
+		t.Fatalf("done %+v", d)
+	}
+	uses := payloads[drover.ToolUsePayload](evs)
+	res := payloads[drover.ToolResultPayload](evs)
+	if len(uses) != 1 || uses[0].ToolName != "Bash" || uses[0].Description != "Running `echo e2e-shell-ok`" {
+		t.Fatalf("tool_use %+v", uses)
+	}
+	if len(res) != 1 || res[0].Status != drover.ToolSuccess || strings.TrimSpace(res[0].Output) != "e2e-shell-ok" || res[0].ToolUseID != uses[0].ToolUseID {
+		t.Fatalf("tool_result %+v", res)
+	}
+	// The model received the real output of the command.
+	var seen bool
+	for _, r := range w.fake.Requests() {
+		for _, tr := range r.ToolResults {
+			seen = seen || strings.Contains(tr.Content, "e2e-shell-ok")
+		}
+	}
+	if !seen {
+		t.Fatal("fakemodel never received the shell output")
+	}
+}
+
+const writeScript = `{"rules":[{"match":"write","steps":[{"tools":[{"write":"out.txt","content":"written by the agent\n"}]},{"text":"tried to write"}]}]}`
+
+// TestPERM3_DryRunLeavesNoFile: the model asks to write a file in dry-run;
+// no file is left behind and the stream shows the denial.
+func TestPERM3_DryRunLeavesNoFile(t *testing.T) {
+	w := newWorld(t, writeScript)
+	o := w.opts()
+	o.Tier = drover.TierDryRun
+	evs := w.run(context.Background(), "write the file", o)
+	if d := doneOf(t, evs); d.Status != drover.StatusSuccess {
+		t.Fatalf("done %+v", d)
+	}
+	if _, err := os.Stat(filepath.Join(w.cwd, "out.txt")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("dry-run left a file behind: %v", err)
+	}
+	res := payloads[drover.ToolResultPayload](evs)
+	if len(res) != 1 || res[0].Status != drover.ToolDenied {
+		t.Fatalf("stream does not show the denial: %+v", res)
+	}
+	if inits := payloads[drover.InitPayload](evs); slices.Contains(inits[0].Tools, "Write") || slices.Contains(inits[0].Tools, "Bash") {
+		t.Fatalf("dry-run offers write or shell tools: %v", inits[0].Tools)
+	}
+}
+
+func TestPERM1_SupervisedWritesInWorkspace(t *testing.T) {
+	w := newWorld(t, writeScript)
+	o := w.opts()
+	o.Tier = drover.TierSupervised
+	evs := w.run(context.Background(), "write the file", o)
+	if d := doneOf(t, evs); d.Status != drover.StatusSuccess {
+		t.Fatalf("done %+v", d)
+	}
+	data, err := os.ReadFile(filepath.Join(w.cwd, "out.txt"))
+	if err != nil || string(data) != "written by the agent\n" {
+		t.Fatalf("file: %q, %v", data, err)
+	}
+	if res := payloads[drover.ToolResultPayload](evs); len(res) != 1 || res[0].Status != drover.ToolSuccess {
+		t.Fatalf("tool_result %+v", res)
+	}
+}
+
+// TestPERM1_SupervisedDeniesShellWrites: supervised allows edits in the
+// workspace, but a shell command that modifies files needs approval, and
+// with nobody to approve it is denied.
+func TestPERM1_SupervisedDeniesShellWrites(t *testing.T) {
+	w := newWorld(t, `{"rules":[{"match":"touch","steps":[{"tools":[{"shell":"touch touched.txt"}]},{"text":"ok"}]}]}`)
+	evs := w.run(context.Background(), "touch it", w.opts())
+	doneOf(t, evs)
+	if _, err := os.Stat(filepath.Join(w.cwd, "touched.txt")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("supervised let a shell command create a file: %v", err)
+	}
+	if res := payloads[drover.ToolResultPayload](evs); len(res) != 1 || res[0].Status != drover.ToolDenied {
+		t.Fatalf("tool_result %+v", res)
+	}
+}
+
+// TestPERM1_WorkspaceSettingsCannotWidenTier: a workspace
+// .claude/settings.local.json that allows everything does not widen dry-run.
+func TestPERM1_WorkspaceSettingsCannotWidenTier(t *testing.T) {
+	w := newWorld(t, `{"rules":[{"match":"touch","steps":[{"tools":[{"shell":"touch touched.txt"}]},{"text":"ok"}]}]}`)
+	os.MkdirAll(filepath.Join(w.cwd, ".claude"), 0o755)
+	os.WriteFile(filepath.Join(w.cwd, ".claude", "settings.local.json"),
+		[]byte(`{"permissions":{"allow":["Bash","Bash(*)","Write","Edit"]}}`), 0o644)
+	o := w.opts()
+	o.Tier = drover.TierSupervised
+	w.run(context.Background(), "touch it", o)
+	if _, err := os.Stat(filepath.Join(w.cwd, "touched.txt")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatal("workspace settings widened the supervised tier")
+	}
+}
+
+func TestClaude_MaxTurns(t *testing.T) {
+	w := newWorld(t, `{"rules":[{"match":"loop","steps":[{"tools":[{"shell":"echo one"}]},{"tools":[{"shell":"echo two"}]},{"text":"end"}]}]}`)
+	o := w.opts()
+	o.MaxTurns = 1
+	if d := doneOf(t, w.run(context.Background(), "loop please", o)); d.Status != drover.StatusMaxTurns {
+		t.Fatalf("done %+v", d)
+	}
+}
+
+func TestClaude_RateLimitFailsFast(t *testing.T) {
+	w := newWorld(t, `{"rules":[{"match":"","steps":[{"error":{"status":429,"message":"slow down"}}]}]}`)
+	evs := w.run(context.Background(), "anything", w.opts())
+	if d := doneOf(t, evs); d.Status != drover.StatusError {
+		t.Fatalf("done %+v", d)
+	}
+	errs := payloads[drover.ErrorPayload](evs)
+	if len(errs) != 1 || errs[0].Code != drover.CodeRateLimited || errs[0].Recoverable || !strings.Contains(errs[0].Message, "slow down") {
+		t.Fatalf("errors %+v", errs)
+	}
+	// Fast means no hidden retries: the model was asked exactly once.
+	if n := len(w.fake.Requests()); n != 1 {
+		t.Fatalf("fakemodel got %d requests, want 1", n)
+	}
+}
+
+func TestADP5_ResumeContinuesConversation(t *testing.T) {
+	w := newWorld(t, `{"rules":[
+		{"match":"remember","steps":[{"text":"I will remember the word zebra."}]},
+		{"match":"recall","steps":[{"text":"You told me to remember."}]}]}`)
+	first := doneOf(t, w.run(context.Background(), "remember the word zebra", w.opts()))
+	if first.Status != drover.StatusSuccess || first.ResumeToken == "" {
+		t.Fatalf("first run %+v", first)
+	}
+	o := w.opts()
+	o.Resume = first.ResumeToken
+	evs := w.run(context.Background(), "recall what I said", o)
+	second := doneOf(t, evs)
+	if second.Status != drover.StatusSuccess || second.ResumeToken != first.ResumeToken {
+		t.Fatalf("second run %+v (resume token should stay %s)", second, first.ResumeToken)
+	}
+	if errs := payloads[drover.ErrorPayload](evs); len(errs) != 0 {
+		t.Fatalf("a valid resume produced errors: %+v", errs)
+	}
+	reqs := w.fake.Requests()
+	last := reqs[len(reqs)-1]
+	if !slices.ContainsFunc(last.UserTexts, func(s string) bool { return strings.Contains(s, "remember the word zebra") }) {
+		t.Fatalf("the resumed request lacks the earlier history: %q", last.UserTexts)
+	}
+}
+
+func TestADP5_ResumeUnknownFallsBack(t *testing.T) {
+	w := newWorld(t, `{"rules":[{"match":"","steps":[{"text":"fresh start"}]}]}`)
+	o := w.opts()
+	o.Resume = "99999999-2222-4333-8444-555555555555"
+	evs := w.run(context.Background(), "continue please", o)
+	d := doneOf(t, evs)
+	if d.Status != drover.StatusSuccess || d.ResumeToken == "" || d.ResumeToken == o.Resume {
+		t.Fatalf("done %+v", d)
+	}
+	if evs[0].Type != drover.TypeError {
+		t.Fatalf("first event %s, want error RESUME_FAILED", evs[0].Type)
+	}
+	if p := evs[0].Payload.(drover.ErrorPayload); p.Code != drover.CodeResumeFailed || !p.Recoverable {
+		t.Fatalf("error %+v", p)
+	}
+	if texts := payloads[drover.TextPayload](evs); len(texts) != 1 || texts[0].Content != "fresh start" {
+		t.Fatalf("texts %+v", texts)
+	}
+}
+
+func TestENG005_CancelMidAnswer(t *testing.T) {
+	w := newWorld(t, `{"rules":[{"match":"","steps":[{"text":"this answer takes a while to arrive","delayMs":60000}]}]}`)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	reg := drover.NewRegistry()
+	reg.Register(w.agent)
+	events, err := drover.NewEngine(reg).Run(ctx, claude.ID, "take your time", w.opts())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var evs []drover.Event
+	var cancelledAt time.Time
+	for ev := range events {
+		evs = append(evs, ev)
+		if ev.Type == drover.TypeInit {
+			// claude has started and is waiting for the model's answer.
+			time.Sleep(500 * time.Millisecond)
+			cancelledAt = time.Now()
+			cancel()
+		}
+	}
+	if d := doneOf(t, evs); d.Status != drover.StatusInterrupted {
+		t.Fatalf("done %+v", d)
+	}
+	if el := time.Since(cancelledAt); el > 20*time.Second {
+		t.Fatalf("the run took %s to end after cancellation", el)
+	}
+	noClaudeIn(t, w.cwd)
+}
+
+// TestCLI_SIGINTExits130 sends SIGINT to a real `drover run` mid-answer.
+func TestCLI_SIGINTExits130(t *testing.T) {
+	bin := claudeBin(t)
+	droverBin := buildDrover(t)
+	script := filepath.Join(t.TempDir(), "slow.json")
+	os.WriteFile(script, []byte(`{"rules":[{"match":"","steps":[{"text":"slow","delayMs":60000}]}]}`), 0o644)
+	cwd, home := t.TempDir(), t.TempDir()
+	cmd := exec.Command(droverBin, "run", "--json", "--fakemodel-script", script, "--cwd", cwd, "-a", "claude", "take your time")
+	cmd.Env = append(os.Environ(), "DROVER_CLAUDE_BIN="+bin, "HOME="+home, "XDG_STATE_HOME="+filepath.Join(home, "state"))
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	sc := bufio.NewScanner(stdout)
+	var lines []string
+	for sc.Scan() {
+		lines = append(lines, sc.Text())
+		if strings.Contains(sc.Text(), `"type":"init"`) {
+			time.Sleep(300 * time.Millisecond) // let claude send its request
+			cmd.Process.Signal(syscall.SIGINT)
+		}
+	}
+	err = cmd.Wait()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 130 {
+		t.Fatalf("exit: %v, want status 130; output %q", err, lines)
+	}
+	if len(lines) == 0 {
+		t.Fatal("no output")
+	}
+	var last drover.Event
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &last); err != nil {
+		t.Fatal(err)
+	}
+	if d, ok := last.Done(); !ok || d.Status != drover.StatusInterrupted {
+		t.Fatalf("last line %s", lines[len(lines)-1])
+	}
+	noClaudeIn(t, cwd)
+}
+
+func buildDrover(t *testing.T) string {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), "drover")
+	cmd := exec.Command("go", "build", "-o", out, "../cmd/drover")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("build drover: %v\n%s", err, b)
+	}
+	return out
+}

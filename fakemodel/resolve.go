@@ -1,0 +1,311 @@
+package fakemodel
+
+// This file is the vendor-neutral half of the server: from the neutral view
+// of a request (exchange, filled by a wire's decode) and the script, it
+// decides what to answer (answer, encoded by a wire). Nothing here knows a
+// wire format; vendor specifics enter only through the toolTable a wire
+// supplies.
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"path"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+	"unicode/utf8"
+)
+
+const (
+	textNoRule    = "fakemodel: no rule matched the prompt"
+	textExhausted = "fakemodel: script exhausted"
+)
+
+// exchange is the vendor-neutral view of one model request.
+type exchange struct {
+	model  string
+	stream bool
+	// prompt is the text the rules are matched against.
+	prompt string
+	// turns is the number of assistant turns after the prompt message: the
+	// index of the step that answers.
+	turns        int
+	userTexts    []string
+	toolsOffered []string
+	toolResults  []ToolResult
+	// cwd is the client's working directory when the request reveals it.
+	cwd string
+}
+
+// answer is what to reply, decided from the script.
+type answer struct {
+	rule       string
+	step       int
+	thinking   string
+	text       string
+	calls      []toolUse
+	err        *HTTPError
+	delay      time.Duration
+	chunkDelay time.Duration
+	cut        bool
+	usage      Usage
+	// stopReason overrides the wire's default stop reason when not "".
+	stopReason string
+}
+
+// toolUse is a tool call resolved to one of the offered tools.
+type toolUse struct {
+	name  string
+	input json.RawMessage
+	// resolution says how the intent was resolved, for the request log:
+	// "intent:tool", with ":not-offered" appended when the request did not
+	// offer the tool.
+	resolution string
+}
+
+// toolArgs are the arguments of a shell, write or read intent, after
+// submatch expansion.
+type toolArgs struct {
+	command string
+	// path is the path as the script gives it; absPath is path joined to the
+	// request's working directory when path is relative and a working
+	// directory was found, else path.
+	path, absPath string
+	content       string
+}
+
+// toolCandidate is a vendor tool that can carry out an intent.
+type toolCandidate struct {
+	name  string
+	input func(toolArgs) any
+}
+
+// toolTable lists, per intent, a vendor API's candidate tools in order of
+// preference.
+type toolTable struct {
+	shell, write, read []toolCandidate
+}
+
+// resolve decides the answer to x.
+func (p *program) resolve(x *exchange, tools toolTable) *answer {
+	a := &answer{step: x.turns, usage: Usage{Input: 10, Output: 5}}
+	for _, r := range p.rules {
+		m := r.re.FindStringSubmatchIndex(x.prompt)
+		if m == nil {
+			continue
+		}
+		a.rule = r.name
+		if x.turns >= len(r.steps) {
+			a.text = textExhausted
+			return a
+		}
+		st := &r.steps[x.turns]
+		expand := func(t string) string {
+			if !strings.Contains(t, "$") {
+				return t
+			}
+			return string(r.re.ExpandString(nil, t, x.prompt, m))
+		}
+		a.thinking = expand(st.Thinking)
+		a.text = expand(st.Text)
+		for _, tc := range st.Tools {
+			a.calls = append(a.calls, resolveCall(tc, expand, x, tools))
+		}
+		if st.Error != nil {
+			msg := st.Error.Message
+			if msg == "" {
+				msg = fmt.Sprintf("fakemodel: scripted error %d", st.Error.Status)
+			}
+			a.err = &HTTPError{Status: st.Error.Status, Message: expand(msg)}
+		}
+		a.delay = time.Duration(st.DelayMs) * time.Millisecond
+		a.chunkDelay = time.Duration(st.ChunkDelayMs) * time.Millisecond
+		a.cut = st.Cut
+		if st.Usage != nil {
+			a.usage = *st.Usage
+		}
+		a.stopReason = st.StopReason
+		return a
+	}
+	a.text = textNoRule
+	return a
+}
+
+// resolveCall turns a scripted call into a call of one of the offered tools.
+func resolveCall(tc ToolCall, expand func(string) string, x *exchange, tools toolTable) toolUse {
+	if tc.Name != "" {
+		name := expand(tc.Name)
+		input := json.RawMessage(`{}`)
+		if len(tc.Input) > 0 {
+			input = expandJSON(tc.Input, expand)
+		}
+		return toolUse{name: name, input: input, resolution: resolution("name", name, x)}
+	}
+	var (
+		intent     string
+		candidates []toolCandidate
+		args       toolArgs
+	)
+	switch {
+	case tc.Shell != "":
+		intent, candidates = "shell", tools.shell
+		args.command = expand(tc.Shell)
+	case tc.Write != "":
+		intent, candidates = "write", tools.write
+		args.path = expand(tc.Write)
+		args.content = expand(tc.Content)
+	default:
+		intent, candidates = "read", tools.read
+		args.path = expand(tc.Read)
+	}
+	args.absPath = joinCwd(x.cwd, args.path)
+	if len(candidates) == 0 {
+		// The wire has no tool for this intent at all; call a tool named for
+		// the intent so the failure shows up in the client and the log.
+		in, _ := json.Marshal(map[string]string{"command": args.command, "path": args.absPath, "content": args.content})
+		return toolUse{name: intent, input: in, resolution: intent + ":" + intent + ":not-offered"}
+	}
+	chosen := candidates[0]
+	for _, c := range candidates {
+		if slices.Contains(x.toolsOffered, c.name) {
+			chosen = c
+			break
+		}
+	}
+	in, err := json.Marshal(chosen.input(args))
+	if err != nil {
+		panic("fakemodel: marshal tool input: " + err.Error()) // inputs are plain structs of strings
+	}
+	return toolUse{name: chosen.name, input: in, resolution: resolution(intent, chosen.name, x)}
+}
+
+func resolution(intent, tool string, x *exchange) string {
+	r := intent + ":" + tool
+	if !slices.Contains(x.toolsOffered, tool) {
+		r += ":not-offered"
+	}
+	return r
+}
+
+// expandJSON applies expand to every string value (not to keys) in the
+// JSON document raw, which validation guarantees is an object.
+func expandJSON(raw json.RawMessage, expand func(string) string) json.RawMessage {
+	if !bytes.Contains(raw, []byte("$")) {
+		return raw
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return raw
+	}
+	var walk func(any) any
+	walk = func(v any) any {
+		switch t := v.(type) {
+		case string:
+			return expand(t)
+		case []any:
+			for i := range t {
+				t[i] = walk(t[i])
+			}
+		case map[string]any:
+			for k := range t {
+				t[k] = walk(t[k])
+			}
+		}
+		return v
+	}
+	out, err := json.Marshal(walk(v))
+	if err != nil {
+		return raw
+	}
+	return out
+}
+
+// cwdPatterns find the client's working directory in request texts: Claude
+// Code's environment section ("Primary working directory: /path"; in a
+// mid-conversation system message since 2.1.330, in the system prompt
+// before), its --bare system prompt ("CWD: /path"), older versions'
+// "Working directory: /path", and Codex's <cwd>/path</cwd>.
+var cwdPatterns = []*regexp.Regexp{
+	regexp.MustCompile(`(?m)Primary working directory:[ \t]*(\S[^\r\n]*?)[ \t]*\r?$`),
+	regexp.MustCompile(`(?m)^CWD:[ \t]*(\S[^\r\n]*?)[ \t]*\r?$`),
+	regexp.MustCompile(`(?m)Working directory:[ \t]*(\S[^\r\n]*?)[ \t]*\r?$`),
+	regexp.MustCompile(`<cwd>\s*([^<\r\n]+?)\s*</cwd>`),
+}
+
+// findCwd returns the absolute working directory the first revealing text
+// reveals, or "".
+func findCwd(texts []string) string {
+	for _, t := range texts {
+		for _, re := range cwdPatterns {
+			if m := re.FindStringSubmatch(t); m != nil && isAbs(m[1]) {
+				return m[1]
+			}
+		}
+	}
+	return ""
+}
+
+func isAbs(p string) bool {
+	if strings.HasPrefix(p, "/") || strings.HasPrefix(p, `\`) {
+		return true
+	}
+	// Windows drive path, C:\ or C:/.
+	return len(p) >= 3 && p[1] == ':' && (p[2] == '\\' || p[2] == '/') &&
+		('a' <= p[0]|0x20 && p[0]|0x20 <= 'z')
+}
+
+// joinCwd joins a relative p to cwd; p is returned unchanged when it is
+// absolute or home-relative, or when cwd is unknown.
+func joinCwd(cwd, p string) string {
+	if p == "" || cwd == "" || isAbs(p) || strings.HasPrefix(p, "~") {
+		return p
+	}
+	if strings.Contains(cwd, `\`) && !strings.Contains(cwd, "/") {
+		return strings.TrimRight(cwd, `\`) + `\` + p
+	}
+	return path.Join(cwd, p)
+}
+
+// splitWords splits s into about n chunks that end after a space or
+// newline; the chunks concatenate to s. Short texts stay whole.
+func splitWords(s string, n int) []string {
+	var out []string
+	rest := s
+	for i := n; i > 1; i-- {
+		target := len(rest) / i
+		j := strings.IndexAny(rest[target:], " \n")
+		if j < 0 {
+			break
+		}
+		cut := target + j + 1
+		if cut >= len(rest) {
+			break
+		}
+		out = append(out, rest[:cut])
+		rest = rest[cut:]
+	}
+	return append(out, rest)
+}
+
+// splitRunes splits s into about n chunks of similar length on rune
+// boundaries; the chunks concatenate to s.
+func splitRunes(s string, n int) []string {
+	var out []string
+	rest := s
+	for i := n; i > 1; i-- {
+		cut := len(rest) / i
+		for cut < len(rest) && !utf8.RuneStart(rest[cut]) {
+			cut++
+		}
+		if cut == 0 || cut >= len(rest) {
+			break
+		}
+		out = append(out, rest[:cut])
+		rest = rest[cut:]
+	}
+	return append(out, rest)
+}

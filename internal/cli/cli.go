@@ -1,0 +1,100 @@
+// Package cli is the drover command line. main is a few lines around Main;
+// commands are built by constructors with no package-level state.
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"sync/atomic"
+	"syscall"
+
+	"github.com/spf13/cobra"
+)
+
+// Exit statuses of the drover command.
+const (
+	ExitOK          = 0
+	ExitFailure     = 1
+	ExitUsage       = 2
+	ExitInterrupted = 130
+)
+
+// usageError marks an error in how drover was called (exit 2).
+type usageError struct{ error }
+
+func usagef(format string, a ...any) error { return usageError{fmt.Errorf(format, a...)} }
+
+// exitError carries a specific exit status out of a command.
+type exitError struct{ code int }
+
+func (e exitError) Error() string { return fmt.Sprintf("exit status %d", e.code) }
+
+// Main runs drover with args and returns its exit status. SIGINT and SIGTERM
+// cancel the running command gracefully.
+func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	return Run(ctx, args, stdin, stdout, stderr)
+}
+
+// Run is Main with the caller's context: cancelling ctx is what a signal does.
+func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	env := &env{stdin: stdin, stdout: stdout, stderr: stderr, interrupted: new(atomic.Bool)}
+	root := newRoot(env)
+	root.SetArgs(args)
+	root.SetIn(stdin)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	err := root.ExecuteContext(ctx)
+	var ee exitError
+	var ue usageError
+	switch {
+	case err == nil:
+		return ExitOK
+	case errors.As(err, &ee):
+		return ee.code
+	case errors.As(err, &ue) || isFlagError(err):
+		fmt.Fprintf(stderr, "drover: %v\nRun 'drover --help' for usage.\n", err)
+		return ExitUsage
+	default:
+		fmt.Fprintf(stderr, "drover: %v\n", err)
+		return ExitFailure
+	}
+}
+
+// env is what every command shares: its standard streams.
+type env struct {
+	stdin          io.Reader
+	stdout, stderr io.Writer
+	interrupted    *atomic.Bool
+}
+
+func newRoot(e *env) *cobra.Command {
+	root := &cobra.Command{
+		Use:   "drover",
+		Short: "Run AI coding agents as supervised processes behind one interface",
+		Long: `drover runs AI coding agents (Claude Code, and more to come) behind one
+event stream, one permission model, parallel runs and clean cancellation.`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	root.AddCommand(newRunCmd(e), newAgentsCmd(e), newFakemodelCmd(e))
+	return root
+}
+
+// isFlagError recognises cobra's own usage errors (unknown command, wrong
+// argument count) that do not pass through the flag error func.
+func isFlagError(err error) bool {
+	msg := err.Error()
+	for _, p := range []string{"unknown command", "unknown flag", "unknown shorthand flag", "accepts ", "requires at least", "invalid argument"} {
+		if len(msg) >= len(p) && (msg[:len(p)] == p) {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,53 @@
+package cli
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/drover-run/drover/fakemodel"
+	"github.com/spf13/cobra"
+)
+
+func newFakemodelCmd(e *env) *cobra.Command {
+	var addr, scriptPath, logPath string
+	cmd := &cobra.Command{
+		Use:   "fakemodel",
+		Short: "Serve drover's scripted model API on 127.0.0.1 (offline rehearsals, tests)",
+		Long: `Serve a scripted model API that agent CLIs can talk to instead of a real
+model: the Anthropic Messages API (point Claude Code at it with
+ANTHROPIC_BASE_URL). Answers come from a script (see docs/fakemodel.md); with
+no --script the built-in demo script answers. Runs until interrupted.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			script := fakemodel.DefaultScript()
+			if scriptPath != "" {
+				s, err := fakemodel.LoadScript(scriptPath)
+				if err != nil {
+					return usageError{err}
+				}
+				script = s
+			}
+			var logw *os.File
+			if logPath != "" {
+				f, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+				if err != nil {
+					return fmt.Errorf("open request log: %w", err)
+				}
+				defer f.Close()
+				logw = f
+			}
+			ready := func(url string) { fmt.Fprintf(e.stdout, "fakemodel listening on %s\n", url) }
+			var err error
+			if logw != nil {
+				err = fakemodel.Serve(cmd.Context(), addr, script, logw, ready)
+			} else {
+				err = fakemodel.Serve(cmd.Context(), addr, script, nil, ready)
+			}
+			return err
+		},
+	}
+	cmd.Flags().StringVar(&addr, "addr", "127.0.0.1:8089", "loopback address to listen on (port 0 picks one)")
+	cmd.Flags().StringVar(&scriptPath, "script", "", "script file (JSON)")
+	cmd.Flags().StringVar(&logPath, "log", "", "append every request as a JSON line to this file")
+	return cmd
+}

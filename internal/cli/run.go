@@ -1,0 +1,402 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/drover-run/drover"
+	"github.com/drover-run/drover/builtin"
+	"github.com/drover-run/drover/fakemodel"
+	"github.com/spf13/cobra"
+)
+
+type runFlags struct {
+	agents          []string
+	json            bool
+	tier            string
+	model           string
+	cwd             string
+	maxTurns        int
+	maxBudget       float64
+	resume          string
+	allowedTools    []string
+	disallowedTools []string
+	addDirs         []string
+	systemPrompt    string
+	timeout         time.Duration
+	idleTimeout     time.Duration
+	partial         bool
+	configDir       string
+	apiRetries      int
+	fakemodel       bool
+	fakeScript      string
+}
+
+func newRunCmd(e *env) *cobra.Command {
+	f := &runFlags{}
+	cmd := &cobra.Command{
+		Use:   "run -a AGENT [-a AGENT…] [flags] PROMPT",
+		Short: "Run an agent on a prompt and stream its events",
+		Long: `Run one agent, or several in parallel (repeat -a), on PROMPT and print the
+events as they happen. PROMPT "-", or no PROMPT with stdin piped, reads stdin.
+
+Exit status: 0 when every run succeeded, 1 when any ended otherwise, 2 on a
+usage error, 130 after SIGINT once every run has ended interrupted.`,
+		Example: `  drover run -a claude "explain main.go"
+  drover run -a claude --tier dry-run --json "review this repo" > events.jsonl
+  drover run --fakemodel -a claude "write hello.txt, then run ls"   # offline`,
+		RunE: func(cmd *cobra.Command, args []string) error { return runRun(cmd.Context(), e, f, args) },
+	}
+	fl := cmd.Flags()
+	fl.StringArrayVarP(&f.agents, "agent", "a", nil, "agent id or alias (repeat to run several in parallel)")
+	fl.BoolVar(&f.json, "json", false, "print the UES events as JSON lines on stdout, nothing else")
+	fl.StringVar(&f.tier, "tier", "", "permission tier: sandbox, dry-run, supervised (default), autonomous")
+	fl.StringVar(&f.model, "model", "", "model name passed to the agent")
+	fl.StringVar(&f.cwd, "cwd", "", "working directory of the agent (default: current)")
+	fl.IntVar(&f.maxTurns, "max-turns", 0, "stop after this many agent turns")
+	fl.Float64Var(&f.maxBudget, "max-budget-usd", 0, "stop once the run has cost this much")
+	fl.StringVar(&f.resume, "resume", "", "vendor resume token of an earlier run (its done.resumeToken)")
+	fl.StringSliceVar(&f.allowedTools, "allowed-tools", nil, "restrict the agent to these tools (comma-separated, exact names)")
+	fl.StringSliceVar(&f.disallowedTools, "disallowed-tools", nil, "remove these tools (comma-separated, exact names)")
+	fl.StringArrayVar(&f.addDirs, "add-dir", nil, "extra directory the agent may access (repeatable)")
+	fl.StringVar(&f.systemPrompt, "system-prompt", "", "text appended to the agent's system prompt")
+	fl.DurationVar(&f.timeout, "timeout", 0, "end the run with TIMEOUT after this long (e.g. 10m)")
+	fl.DurationVar(&f.idleTimeout, "idle-timeout", 0, "end the run with IDLE_TIMEOUT after this long without output")
+	fl.BoolVar(&f.partial, "partial", false, "stream text as it is generated (text_delta events)")
+	fl.StringVar(&f.configDir, "config-dir", "", "give the agent its own configuration home in this directory")
+	fl.IntVar(&f.apiRetries, "api-retries", -1, "cap the agent's own retries of failed model API calls")
+	fl.BoolVar(&f.fakemodel, "fakemodel", false, "run offline against drover's built-in scripted model server")
+	fl.StringVar(&f.fakeScript, "fakemodel-script", "", "script file for --fakemodel (default: the built-in demo script)")
+	return cmd
+}
+
+func runRun(ctx context.Context, e *env, f *runFlags, args []string) error {
+	if len(f.agents) == 0 {
+		return usagef("name an agent with -a (see 'drover agents')")
+	}
+	prompt, err := readPrompt(e, args)
+	if err != nil {
+		return err
+	}
+	opts := drover.Options{
+		Model: f.model, Cwd: f.cwd, MaxTurns: f.maxTurns, MaxBudgetUSD: f.maxBudget, Resume: f.resume,
+		AllowedTools: f.allowedTools, DisallowedTools: f.disallowedTools, AddDirs: f.addDirs,
+		SystemPrompt: f.systemPrompt, Timeout: f.timeout, IdleTimeout: f.idleTimeout,
+		PartialText: f.partial, ConfigDir: f.configDir,
+	}
+	if f.tier != "" {
+		t, err := drover.ParseTier(f.tier)
+		if err != nil {
+			return usageError{err}
+		}
+		opts.Tier = t
+	}
+	if f.apiRetries >= 0 {
+		n := f.apiRetries
+		opts.APIRetries = &n
+	}
+	if opts.Cwd != "" {
+		if st, err := os.Stat(opts.Cwd); err != nil || !st.IsDir() {
+			return usagef("--cwd %s is not a directory", opts.Cwd)
+		}
+	}
+	if err := opts.Validate(); err != nil {
+		return usageError{err}
+	}
+	engine := drover.NewEngine(builtin.Registry())
+	for _, a := range f.agents {
+		if _, ok := engine.Registry().Get(a); !ok {
+			return usagef("unknown agent %q (known: %s)", a, strings.Join(engine.Registry().List(), ", "))
+		}
+	}
+
+	if f.fakemodel || f.fakeScript != "" {
+		stop, err := startFakemodel(e, f, &opts)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
+
+	specs := make([]drover.RunSpec, len(f.agents))
+	for i, a := range f.agents {
+		specs[i] = drover.RunSpec{Agent: a, Prompt: prompt, Options: opts}
+		if len(f.agents) > 1 {
+			specs[i].ID = runLabel(f.agents, i)
+		}
+	}
+	var p printer = newHuman(e.stdout, len(specs) > 1, f.partial)
+	if f.json {
+		p = &jsonPrinter{w: e.stdout}
+	}
+	statuses := map[string]drover.DoneStatus{}
+	for ev := range engine.RunParallel(ctx, specs) {
+		if err := p.print(ev); err != nil {
+			return fmt.Errorf("write output: %w", err)
+		}
+		if d, ok := ev.Done(); ok {
+			statuses[ev.RunID] = d.Status
+		}
+	}
+	return exitFor(ctx, statuses)
+}
+
+// exitFor maps how the runs ended to drover's exit status.
+func exitFor(ctx context.Context, statuses map[string]drover.DoneStatus) error {
+	all := func(s drover.DoneStatus) bool {
+		for _, st := range statuses {
+			if st != s {
+				return false
+			}
+		}
+		return len(statuses) > 0
+	}
+	switch {
+	case all(drover.StatusSuccess):
+		return nil
+	case ctx.Err() != nil && all(drover.StatusInterrupted):
+		return exitError{ExitInterrupted}
+	}
+	return exitError{ExitFailure}
+}
+
+// runLabel names run i for interleaved output: the agent name, numbered when
+// the same agent runs more than once.
+func runLabel(agents []string, i int) string {
+	n := 0
+	for _, a := range agents {
+		if a == agents[i] {
+			n++
+		}
+	}
+	if n == 1 {
+		return agents[i]
+	}
+	k := 1
+	for _, a := range agents[:i] {
+		if a == agents[i] {
+			k++
+		}
+	}
+	return fmt.Sprintf("%s#%d", agents[i], k)
+}
+
+func readPrompt(e *env, args []string) (string, error) {
+	prompt := strings.Join(args, " ")
+	if prompt == "-" || (prompt == "" && !isTerminal(e.stdin)) {
+		data, err := io.ReadAll(e.stdin)
+		if err != nil {
+			return "", fmt.Errorf("read prompt from stdin: %w", err)
+		}
+		prompt = string(data)
+	}
+	if strings.TrimSpace(prompt) == "" {
+		return "", usagef("no prompt: give it as an argument, or pipe it on stdin")
+	}
+	return prompt, nil
+}
+
+// startFakemodel starts drover's scripted model server in-process and points
+// opts at it. The agent gets a configuration home under drover's state
+// directory unless one was given, so the user's own is never touched.
+func startFakemodel(e *env, f *runFlags, opts *drover.Options) (func(), error) {
+	script := fakemodel.DefaultScript()
+	if f.fakeScript != "" {
+		s, err := fakemodel.LoadScript(f.fakeScript)
+		if err != nil {
+			return nil, usageError{err}
+		}
+		script = s
+	}
+	srv := fakemodel.New(script)
+	url, err := srv.Start("127.0.0.1:0")
+	if err != nil {
+		return nil, fmt.Errorf("start fakemodel: %w", err)
+	}
+	opts.Endpoint = &drover.Endpoint{BaseURL: url, APIKey: "fakemodel"}
+	if opts.APIRetries == nil {
+		zero := 0
+		opts.APIRetries = &zero
+	}
+	if opts.ConfigDir == "" {
+		dir, err := stateDir()
+		if err != nil {
+			srv.Close()
+			return nil, err
+		}
+		opts.ConfigDir = filepath.Join(dir, "fakemodel-home")
+	}
+	if !f.json {
+		fmt.Fprintf(e.stderr, "drover: offline: agents talk to fakemodel at %s\n", url)
+	}
+	return func() { srv.Close() }, nil
+}
+
+// stateDir is drover's state directory: $XDG_STATE_HOME/drover or
+// ~/.local/state/drover.
+func stateDir() (string, error) {
+	if d := os.Getenv("XDG_STATE_HOME"); d != "" {
+		return filepath.Join(d, "drover"), nil
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return "", fmt.Errorf("find drover's state directory: %w (set XDG_STATE_HOME)", err)
+	}
+	return filepath.Join(home, ".local", "state", "drover"), nil
+}
+
+func isTerminal(r io.Reader) bool {
+	f, ok := r.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+type printer interface{ print(drover.Event) error }
+
+// jsonPrinter writes exactly the UES events, one JSON object per line.
+type jsonPrinter struct{ w io.Writer }
+
+func (p *jsonPrinter) print(ev drover.Event) error {
+	data, err := json.Marshal(ev)
+	if err != nil {
+		return err
+	}
+	_, err = p.w.Write(append(data, '\n'))
+	return err
+}
+
+// human is the readable live view.
+type human struct {
+	w       io.Writer
+	multi   bool
+	partial bool
+	color   bool
+	inDelta map[string]bool // run printed text deltas not yet closed by its text
+}
+
+func newHuman(w io.Writer, multi, partial bool) *human {
+	color := os.Getenv("NO_COLOR") == "" && isTerminalWriter(w)
+	return &human{w: w, multi: multi, partial: partial && !multi, color: color, inDelta: map[string]bool{}}
+}
+
+func isTerminalWriter(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+func (h *human) paint(code, s string) string {
+	if !h.color {
+		return s
+	}
+	return "\x1b[" + code + "m" + s + "\x1b[0m"
+}
+
+func (h *human) line(ev drover.Event, s string) error {
+	if h.multi {
+		s = h.paint("36", "["+ev.RunID+"] ") + s
+	}
+	_, err := fmt.Fprintln(h.w, s)
+	return err
+}
+
+func firstLine(s string, max int) string {
+	s, _, _ = strings.Cut(strings.TrimSpace(s), "\n")
+	if r := []rune(s); len(r) > max {
+		s = string(r[:max-1]) + "…"
+	}
+	return s
+}
+
+func (h *human) print(ev drover.Event) error {
+	switch p := ev.Payload.(type) {
+	case drover.InitPayload:
+		return h.line(ev, h.paint("2", fmt.Sprintf("● %s · %s · %s", ev.Agent, p.Model, p.Cwd)))
+	case drover.TextDeltaPayload:
+		if h.partial {
+			h.inDelta[ev.RunID] = true
+			_, err := io.WriteString(h.w, p.Delta)
+			return err
+		}
+	case drover.TextPayload:
+		if h.inDelta[ev.RunID] {
+			delete(h.inDelta, ev.RunID)
+			_, err := fmt.Fprintln(h.w)
+			return err
+		}
+		for l := range strings.SplitSeq(strings.TrimRight(p.Content, "\n"), "\n") {
+			if err := h.line(ev, l); err != nil {
+				return err
+			}
+		}
+	case drover.ThinkingPayload:
+		return h.line(ev, h.paint("2", "  ∴ "+firstLine(p.Summary, 100)))
+	case drover.ToolUsePayload:
+		d := p.Description
+		if d == "" {
+			d = drover.DescribeTool(p.ToolName, p.Input)
+		}
+		return h.line(ev, h.paint("33", "  → "+d))
+	case drover.ToolResultPayload:
+		switch p.Status {
+		case drover.ToolSuccess:
+			return h.line(ev, h.paint("32", "  ✓ "+p.ToolName)+h.paint("2", " "+firstLine(p.Output, 80)))
+		case drover.ToolDenied:
+			return h.line(ev, h.paint("35", "  ⊘ "+p.ToolName+" denied: "+firstLine(p.Output, 80)))
+		default:
+			return h.line(ev, h.paint("31", "  ✗ "+p.ToolName+": "+firstLine(p.Output, 80)))
+		}
+	case drover.PermissionRequestPayload:
+		return h.line(ev, h.paint("35", "  ? "+p.ToolName+" asks for approval"))
+	case drover.ErrorPayload:
+		c := "31"
+		if p.Recoverable {
+			c = "33"
+		}
+		return h.line(ev, h.paint(c, fmt.Sprintf("  ! %s: %s", p.Code, firstLine(p.Message, 200))))
+	case drover.DonePayload:
+		return h.line(ev, h.doneLine(ev, p))
+	}
+	return nil
+}
+
+func (h *human) doneLine(ev drover.Event, p drover.DonePayload) string {
+	parts := []string{string(p.Status), (time.Duration(p.DurationMs) * time.Millisecond).String()}
+	u := p.Usage
+	if u.InputTokens+u.OutputTokens > 0 {
+		parts = append(parts, fmt.Sprintf("%d in / %d out tokens", u.InputTokens, u.OutputTokens))
+	}
+	if u.ToolUses > 0 {
+		parts = append(parts, fmt.Sprintf("%d tool calls", u.ToolUses))
+	}
+	if u.TotalCostUSD != nil {
+		parts = append(parts, fmt.Sprintf("$%.4f", *u.TotalCostUSD))
+	}
+	if u.Turns != nil {
+		parts = append(parts, fmt.Sprintf("%d turns", *u.Turns))
+	}
+	if p.ResumeToken != "" {
+		parts = append(parts, "resume "+p.ResumeToken)
+	}
+	c := "32"
+	if p.Status != drover.StatusSuccess {
+		c = "31"
+	}
+	if slices.Contains([]drover.DoneStatus{drover.StatusInterrupted}, p.Status) {
+		c = "33"
+	}
+	return h.paint(c, "■ "+strings.Join(parts, " · "))
+}

@@ -1,0 +1,8 @@
+package cli
+
+import (
+	"os/signal"
+	"syscall"
+)
+
+func signalIgnore(s syscall.Signal) { signal.Ignore(s) }
