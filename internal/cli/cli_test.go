@@ -91,6 +91,8 @@ func runCLI(t *testing.T, ctx context.Context, mode string, args ...string) (cod
 	t.Setenv("DROVER_CLAUDE_BIN", self)
 	t.Setenv(fakeEnv, mode)
 	t.Setenv("FAKE_PIDFILE", pidfile)
+	// A race-enabled fake would otherwise sleep 1 s at exit.
+	t.Setenv("GORACE", "atexit_sleep_ms=0")
 	var out, errb bytes.Buffer
 	code = Run(ctx, args, strings.NewReader(""), &out, &errb)
 	if data, err := os.ReadFile(pidfile); err == nil {

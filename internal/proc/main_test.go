@@ -139,6 +139,13 @@ func runFakeAgent(mode, arg string) int {
 			return 121
 		}
 		return 3
+	case "two-phase": // one line; after stdin EOF, arg more lines; exit
+		fmt.Fprintln(out, `{"phase":1}`)
+		out.Flush()
+		io.Copy(io.Discard, os.Stdin)
+		for i := range fakeArgInt(arg) {
+			fmt.Fprintf(out, `{"phase":2,"i":%d}`+"\n", i)
+		}
 	case "stdin-echo":
 		b, err := io.ReadAll(os.Stdin)
 		if err != nil {

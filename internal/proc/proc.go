@@ -126,6 +126,9 @@ type Process struct {
 
 	linesStarted atomic.Bool
 	skipped      atomic.Int64
+	// readingSince is when the Lines reader entered a Read on stdout that
+	// has not returned yet (Unix ns), 0 while it is not inside a Read.
+	readingSince atomic.Int64
 
 	waitErr error     // written by reap before done is closed
 	ended   time.Time // written by reap before done is closed
@@ -386,15 +389,35 @@ func (p *Process) waitGroupGone(d time.Duration, stop <-chan struct{}) bool {
 	}
 }
 
-// drain waits for the stream readers to reach EOF. A process that escaped
-// the group (setsid) may hold stdout/stderr open forever, so after
-// DrainTimeout (or at once on Close) the read ends are closed to unblock
-// them; either way the parent's pipe ends are released here.
+// drain waits for the stream readers to reach EOF, then releases the
+// parent's pipe ends. A process that escaped the group (setsid) may hold
+// stdout open forever, so stdout is abandoned once the reader has waited on
+// an empty pipe for DrainTimeout — never while the reader is busy with lines
+// already read (the consumer may be slow; what is still in the pipe must
+// not be lost). stderr and stdin get DrainTimeout from here. Close skips
+// all waiting.
 func (p *Process) drain() {
-	timeout := time.NewTimer(p.spec.DrainTimeout)
+	began := time.Now()
+	poll := time.NewTicker(20 * time.Millisecond)
+	defer poll.Stop()
+stdout:
+	for {
+		select {
+		case <-p.linesDone:
+			break stdout
+		case <-p.closeReq:
+			break stdout
+		case <-poll.C:
+			if p.stdoutStalled(began) {
+				break stdout
+			}
+		}
+	}
+	p.closeStdout()
+	timeout := time.NewTimer(max(0, p.spec.DrainTimeout-time.Since(began)))
 	defer timeout.Stop()
 wait:
-	for _, ch := range []chan struct{}{p.linesDone, p.stderrDone, p.stdinDone} {
+	for _, ch := range []chan struct{}{p.stderrDone, p.stdinDone} {
 		select {
 		case <-ch:
 		case <-timeout.C:
@@ -403,13 +426,43 @@ wait:
 			break wait
 		}
 	}
-	p.closeStdout()
 	_ = p.stderrR.Close()
 	if p.stdinW != nil {
 		_ = p.stdinW.Close()
 	}
 	<-p.stderrDone
 	<-p.stdinDone
+}
+
+// stdoutStalled reports whether stdout should be given up: nobody ranges
+// over Lines and DrainTimeout has passed, or the reader has been blocked in
+// one Read for DrainTimeout counted from when draining began (the group is
+// dead by then, so a Read blocked that long has an empty pipe and a writer
+// outside the group).
+func (p *Process) stdoutStalled(began time.Time) bool {
+	d := p.spec.DrainTimeout
+	if !p.linesStarted.Load() {
+		return time.Since(began) >= d
+	}
+	since := p.readingSince.Load()
+	if since == 0 {
+		return false // the consumer is busy with lines already read
+	}
+	from := time.Unix(0, since)
+	if from.Before(began) {
+		from = began
+	}
+	return time.Since(from) >= d
+}
+
+// readWatcher reads stdout, recording when a Read is in progress.
+type readWatcher struct{ p *Process }
+
+func (r readWatcher) Read(b []byte) (int, error) {
+	r.p.readingSince.Store(time.Now().UnixNano())
+	n, err := r.p.stdoutR.Read(b)
+	r.p.readingSince.Store(0)
+	return n, err
 }
 
 func (p *Process) closeStdout() {
@@ -470,7 +523,7 @@ func (p *Process) Lines() iter.Seq2[[]byte, error] {
 			return
 		}
 		defer close(p.linesDone)
-		scanLines(p.stdoutR, readBufSize, p.spec.MaxLineBytes, &p.skipped, yield)
+		scanLines(readWatcher{p}, readBufSize, p.spec.MaxLineBytes, &p.skipped, yield)
 	}
 }
 

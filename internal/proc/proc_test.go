@@ -7,6 +7,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -657,5 +658,31 @@ func TestNoDescriptorLeak(t *testing.T) {
 	}
 	if after := countFDs(); after != before {
 		t.Errorf("open descriptors: %d before, %d after", before, after)
+	}
+}
+
+// TestSlowConsumerLosesNothing: lines still in the pipe when the process
+// exits reach a consumer that is slow (3× the drain timeout) with an
+// earlier line; only a reader blocked on an empty pipe is given up.
+func TestSlowConsumerLosesNothing(t *testing.T) {
+	spec := fakeSpec(t, "two-phase", "100")
+	spec.DrainTimeout = 200 * time.Millisecond
+	release, releaseW := io.Pipe()
+	spec.Stdin = release
+	p := startFake(t, context.Background(), spec)
+	n := 0
+	for _, err := range p.Lines() {
+		if err != nil {
+			t.Fatal(err)
+		}
+		n++
+		if n == 1 {
+			releaseW.Close() // the fake now writes 100 lines into the pipe and exits
+			<-p.Done()
+			time.Sleep(3 * spec.DrainTimeout)
+		}
+	}
+	if n != 101 {
+		t.Fatalf("got %d lines, want 101: lines in the pipe were dropped", n)
 	}
 }
