@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/drover-run/drover"
+	"github.com/drover-run/drover/internal/uestest"
 	"go.uber.org/goleak"
 )
 
@@ -79,25 +80,19 @@ func runAll(t *testing.T, e *drover.Engine, ctx context.Context, agent string, o
 	return slices.Collect(events)
 }
 
-// checkShape asserts ENG-006/ENG-007: exactly one done, and it is last.
+// checkShape asserts ENG-006/ENG-007 (exactly one done, and it is last)
+// and that the engine stamped every event.
 func checkShape(t *testing.T, evs []drover.Event) drover.DonePayload {
 	t.Helper()
-	n := 0
 	for i, e := range evs {
-		if e.Type == drover.TypeDone {
-			n++
-			if i != len(evs)-1 {
-				t.Errorf("done at %d of %d events: something followed done", i, len(evs))
-			}
-		}
 		if e.Agent == "" || e.SessionID == "" || e.Timestamp == 0 {
 			t.Errorf("event %d not stamped: %+v", i, e)
 		}
 	}
-	if n != 1 {
-		t.Fatalf("got %d done events, want exactly 1: %v", n, types(evs))
+	d, err := uestest.OneDoneLast(evs)
+	if err != nil {
+		t.Fatalf("%v: %v", err, types(evs))
 	}
-	d, _ := evs[len(evs)-1].Done()
 	return d
 }
 

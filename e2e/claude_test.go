@@ -119,17 +119,9 @@ func typesOf(evs []drover.Event) []drover.EventType {
 
 func doneOf(t *testing.T, evs []drover.Event) drover.DonePayload {
 	t.Helper()
-	if len(evs) == 0 {
-		t.Fatal("no events")
-	}
-	for i, ev := range evs[:len(evs)-1] {
-		if ev.Type == drover.TypeDone {
-			t.Fatalf("done at %d is not last", i)
-		}
-	}
-	d, ok := evs[len(evs)-1].Done()
-	if !ok {
-		t.Fatalf("last event is %s, not done", evs[len(evs)-1].Type)
+	d, err := uestest.OneDoneLast(evs)
+	if err != nil {
+		t.Fatalf("%v: %v", err, typesOf(evs))
 	}
 	return d
 }
@@ -424,4 +416,54 @@ func buildDrover(t *testing.T) string {
 		t.Fatalf("build drover: %v\n%s", err, b)
 	}
 	return out
+}
+
+// TestCLI_OfflineDemo is the README's main job: the real claude through
+// `drover run --fakemodel` with the built-in script.
+func TestCLI_OfflineDemo(t *testing.T) {
+	bin := claudeBin(t)
+	droverBin := buildDrover(t)
+	cwd, home := t.TempDir(), t.TempDir()
+	logPath := filepath.Join(home, "requests.jsonl")
+	cmd := exec.Command(droverBin, "run", "--json", "--fakemodel", "--fakemodel-log", logPath, "--cwd", cwd, "-a", "claude", "write hello.txt, then run ls")
+	cmd.Env = append(os.Environ(), "DROVER_CLAUDE_BIN="+bin, "HOME="+home, "XDG_STATE_HOME="+filepath.Join(home, "state"))
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("drover run: %v\n%s", err, out)
+	}
+	var evs []drover.Event
+	for _, l := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		var ev drover.Event
+		if err := json.Unmarshal([]byte(l), &ev); err != nil {
+			t.Fatalf("stdout is not only UES events: %q", l)
+		}
+		evs = append(evs, ev)
+	}
+	if d := doneOf(t, evs); d.Status != drover.StatusSuccess {
+		t.Fatalf("done %+v", d)
+	}
+	if data, err := os.ReadFile(filepath.Join(cwd, "hello.txt")); err != nil || string(data) != "hello from drover\n" {
+		t.Fatalf("hello.txt: %q %v", data, err)
+	}
+	res := payloads[drover.ToolResultPayload](evs)
+	if len(res) != 2 || res[1].ToolName != "Bash" || !strings.Contains(res[1].Output, "hello.txt") {
+		t.Fatalf("tool results %+v", res)
+	}
+	if log, err := os.ReadFile(logPath); err != nil || strings.Count(string(log), "\n") != 3 {
+		t.Fatalf("fakemodel log: %v, %d lines", err, strings.Count(string(log), "\n"))
+	}
+	if _, err := os.Stat(filepath.Join(home, "state", "drover", "fakemodel-home", ".credentials.json")); err == nil {
+		t.Fatal("offline run copied credentials into its config home")
+	}
+	noClaudeIn(t, cwd)
+}
+
+// TestADP4_Availability: the pinned claude is found, its version read, and
+// recognised as tested.
+func TestADP4_Availability(t *testing.T) {
+	t.Setenv("DROVER_CLAUDE_BIN", claudeBin(t))
+	av := claude.New().Available(context.Background())
+	if !av.Installed || av.Version != claude.TestedVersions || !av.Tested || av.Error != "" {
+		t.Fatalf("availability %+v", av)
+	}
 }

@@ -290,6 +290,12 @@ func TestDefaultScript(t *testing.T) {
 			}
 		})
 	}
+	// Prompts that merely mention writing or running stay with the catch-all.
+	for _, prompt := range []string{"can you write a poem", "explain how to run the tests", "I want to create value"} {
+		if a := p.resolve(&exchange{prompt: prompt}, tools); a.rule != "hello" {
+			t.Errorf("%q matched rule %q, want the catch-all", prompt, a.rule)
+		}
+	}
 	a := p.resolve(&exchange{prompt: "what is 2+2?"}, tools)
 	if a.rule != "hello" || a.text != "Hello from fakemodel, drover's scripted model server. You said: what is 2+2?" {
 		t.Errorf("catch-all: rule %q text %q", a.rule, a.text)

@@ -350,7 +350,10 @@ func (a *Adapter) env(opts drover.Options) ([]string, error) {
 		set("IS_SANDBOX", "1")
 	}
 	if opts.ConfigDir != "" {
-		if err := seedConfigDir(opts.ConfigDir); err != nil {
+		// With an endpoint and its own key the user's login is not needed,
+		// and it is not copied where it is not needed.
+		seed := opts.Endpoint == nil || opts.Endpoint.APIKey == ""
+		if err := seedConfigDir(opts.ConfigDir, seed); err != nil {
 			return nil, &drover.Error{Code: drover.CodeAdapterError, Message: "prepare claude config dir", Err: err}
 		}
 		set("CLAUDE_CONFIG_DIR", opts.ConfigDir)
@@ -361,10 +364,11 @@ func (a *Adapter) env(opts drover.Options) ([]string, error) {
 	return env, nil
 }
 
-// seedConfigDir creates dir and copies the user's Claude credentials into it
-// when it has none, so an isolated run keeps the user's login (ADP-7).
-func seedConfigDir(dir string) error {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+// seedConfigDir creates dir and, when seed is set, copies the user's Claude
+// credentials into it if it has none, so an isolated run keeps the user's
+// login (ADP-7).
+func seedConfigDir(dir string, seed bool) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil || !seed {
 		return err
 	}
 	dst := filepath.Join(dir, ".credentials.json")

@@ -6,15 +6,19 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/drover-run/drover"
+	"github.com/drover-run/drover/internal/uestest"
 	"go.uber.org/goleak"
 )
 
@@ -122,19 +126,10 @@ func decodeEvents(t *testing.T, stdout string) []drover.Event {
 // lastDone asserts exactly one done, last, and returns it.
 func lastDone(t *testing.T, evs []drover.Event) drover.DonePayload {
 	t.Helper()
-	n := 0
-	for i, ev := range evs {
-		if ev.Type == drover.TypeDone {
-			n++
-			if i != len(evs)-1 {
-				t.Fatalf("done is not last (%d of %d)", i, len(evs))
-			}
-		}
+	d, err := uestest.OneDoneLast(evs)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if n != 1 {
-		t.Fatalf("%d done events, want 1", n)
-	}
-	d, _ := evs[len(evs)-1].Done()
 	return d
 }
 
@@ -344,3 +339,59 @@ func TestCLI_AgentsLists(t *testing.T) {
 }
 
 func signalIgnoreTerm() { signalIgnore(syscall.SIGTERM) }
+
+// syncBuffer is a bytes.Buffer safe for a writer and a reader goroutine.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func TestCLI_FakemodelServes(t *testing.T) {
+	logPath := filepath.Join(t.TempDir(), "log.jsonl")
+	ctx, cancel := context.WithCancel(context.Background())
+	var out syncBuffer
+	code := make(chan int, 1)
+	go func() {
+		code <- Run(ctx, []string{"fakemodel", "--addr", "127.0.0.1:0", "--log", logPath}, strings.NewReader(""), &out, io.Discard)
+	}()
+	var url string
+	for deadline := time.Now().Add(10 * time.Second); url == "" && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if _, after, ok := strings.Cut(out.String(), "listening on "); ok {
+			url = strings.TrimSpace(after)
+		}
+	}
+	if url == "" {
+		cancel()
+		t.Fatalf("no URL printed: %q", out.String())
+	}
+	resp, err := http.Post(url+"/v1/messages", "application/json",
+		strings.NewReader(`{"model":"m","max_tokens":10,"messages":[{"role":"user","content":"run ls"}]}`))
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	cancel()
+	if c := <-code; c != ExitOK {
+		t.Fatalf("exit %d", c)
+	}
+	if resp.StatusCode != 200 || !strings.Contains(string(body), `"name":"Bash"`) {
+		t.Fatalf("answer %d %s", resp.StatusCode, body)
+	}
+	if log, _ := os.ReadFile(logPath); !strings.Contains(string(log), `"prompt":"run ls"`) {
+		t.Fatalf("request log: %s", log)
+	}
+}

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"fmt"
+	"io"
 	"os"
 
 	"github.com/drover-run/drover/fakemodel"
@@ -27,22 +28,17 @@ no --script the built-in demo script answers. Runs until interrupted.`,
 				}
 				script = s
 			}
-			var logw *os.File
+			var logw io.Writer
 			if logPath != "" {
 				f, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 				if err != nil {
-					return fmt.Errorf("open request log: %w", err)
+					return usagef("--log: %v", err)
 				}
 				defer f.Close()
 				logw = f
 			}
 			ready := func(url string) { fmt.Fprintf(e.stdout, "fakemodel listening on %s\n", url) }
-			var err error
-			if logw != nil {
-				err = fakemodel.Serve(cmd.Context(), addr, script, logw, ready)
-			} else {
-				err = fakemodel.Serve(cmd.Context(), addr, script, nil, ready)
-			}
+			err := fakemodel.Serve(cmd.Context(), addr, script, logw, ready)
 			return err
 		},
 	}

@@ -37,6 +37,7 @@ type runFlags struct {
 	apiRetries      int
 	fakemodel       bool
 	fakeScript      string
+	fakeLog         string
 }
 
 func newRunCmd(e *env) *cobra.Command {
@@ -74,6 +75,7 @@ usage error, 130 after SIGINT once every run has ended interrupted.`,
 	fl.IntVar(&f.apiRetries, "api-retries", -1, "cap the agent's own retries of failed model API calls")
 	fl.BoolVar(&f.fakemodel, "fakemodel", false, "run offline against drover's built-in scripted model server")
 	fl.StringVar(&f.fakeScript, "fakemodel-script", "", "script file for --fakemodel (default: the built-in demo script)")
+	fl.StringVar(&f.fakeLog, "fakemodel-log", "", "append every request fakemodel receives to this file, one JSON line each")
 	return cmd
 }
 
@@ -117,7 +119,7 @@ func runRun(ctx context.Context, e *env, f *runFlags, args []string) error {
 		}
 	}
 
-	if f.fakemodel || f.fakeScript != "" {
+	if f.fakemodel || f.fakeScript != "" || f.fakeLog != "" {
 		stop, err := startFakemodel(e, f, &opts)
 		if err != nil {
 			return err
@@ -216,8 +218,24 @@ func startFakemodel(e *env, f *runFlags, opts *drover.Options) (func(), error) {
 		script = s
 	}
 	srv := fakemodel.New(script)
+	var logFile *os.File
+	if f.fakeLog != "" {
+		lf, err := os.OpenFile(f.fakeLog, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+		if err != nil {
+			return nil, usagef("--fakemodel-log: %v", err)
+		}
+		logFile = lf
+		srv.SetLog(lf)
+	}
+	closeAll := func() {
+		srv.Close()
+		if logFile != nil {
+			logFile.Close()
+		}
+	}
 	url, err := srv.Start("127.0.0.1:0")
 	if err != nil {
+		closeAll()
 		return nil, fmt.Errorf("start fakemodel: %w", err)
 	}
 	opts.Endpoint = &drover.Endpoint{BaseURL: url, APIKey: "fakemodel"}
@@ -228,7 +246,7 @@ func startFakemodel(e *env, f *runFlags, opts *drover.Options) (func(), error) {
 	if opts.ConfigDir == "" {
 		dir, err := stateDir()
 		if err != nil {
-			srv.Close()
+			closeAll()
 			return nil, err
 		}
 		opts.ConfigDir = filepath.Join(dir, "fakemodel-home")
@@ -236,7 +254,7 @@ func startFakemodel(e *env, f *runFlags, opts *drover.Options) (func(), error) {
 	if !f.json {
 		fmt.Fprintf(e.stderr, "drover: offline: agents talk to fakemodel at %s\n", url)
 	}
-	return func() { srv.Close() }, nil
+	return closeAll, nil
 }
 
 // stateDir is drover's state directory: $XDG_STATE_HOME/drover or
@@ -252,8 +270,9 @@ func stateDir() (string, error) {
 	return filepath.Join(home, ".local", "state", "drover"), nil
 }
 
-func isTerminal(r io.Reader) bool {
-	f, ok := r.(*os.File)
+// isTerminal reports whether stream (stdin or stdout) is a terminal.
+func isTerminal(stream any) bool {
+	f, ok := stream.(*os.File)
 	if !ok {
 		return false
 	}
@@ -285,17 +304,8 @@ type human struct {
 }
 
 func newHuman(w io.Writer, multi, partial bool) *human {
-	color := os.Getenv("NO_COLOR") == "" && isTerminalWriter(w)
+	color := os.Getenv("NO_COLOR") == "" && isTerminal(w)
 	return &human{w: w, multi: multi, partial: partial && !multi, color: color, inDelta: map[string]bool{}}
-}
-
-func isTerminalWriter(w io.Writer) bool {
-	f, ok := w.(*os.File)
-	if !ok {
-		return false
-	}
-	st, err := f.Stat()
-	return err == nil && st.Mode()&os.ModeCharDevice != 0
 }
 
 func (h *human) paint(code, s string) string {

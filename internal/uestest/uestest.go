@@ -62,3 +62,26 @@ func ValidateEvent(ev drover.Event) error {
 	}
 	return nil
 }
+
+// OneDoneLast checks the shape every run's stream must have: exactly one
+// "done", and it is the last event. It returns that done's payload.
+func OneDoneLast(evs []drover.Event) (drover.DonePayload, error) {
+	n := 0
+	for i, ev := range evs {
+		if ev.Type != drover.TypeDone {
+			continue
+		}
+		n++
+		if i != len(evs)-1 {
+			return drover.DonePayload{}, fmt.Errorf("done at %d of %d events: something followed it", i, len(evs))
+		}
+	}
+	if n != 1 {
+		return drover.DonePayload{}, fmt.Errorf("%d done events, want exactly 1", n)
+	}
+	d, ok := evs[len(evs)-1].Done()
+	if !ok {
+		return d, fmt.Errorf("done event without a DonePayload")
+	}
+	return d, nil
+}
