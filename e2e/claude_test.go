@@ -467,3 +467,37 @@ func TestADP4_Availability(t *testing.T) {
 		t.Fatalf("availability %+v", av)
 	}
 }
+
+// TestClaude_ThinkingAndDeltas: a thinking block becomes "thinking"; with
+// PartialText the deltas arrive before the text and add up to it.
+func TestClaude_ThinkingAndDeltas(t *testing.T) {
+	w := newWorld(t, `{"rules":[{"match":"","steps":[{"thinking":"Let me consider the request.","text":"Streaming works in several small pieces of text."}]}]}`)
+	o := w.opts()
+	o.PartialText = true
+	evs := w.run(context.Background(), "think, then answer", o)
+	if d := doneOf(t, evs); d.Status != drover.StatusSuccess {
+		t.Fatalf("done %+v", d)
+	}
+	if th := payloads[drover.ThinkingPayload](evs); len(th) != 1 || th[0].Summary != "Let me consider the request." {
+		t.Fatalf("thinking %+v", th)
+	}
+	var joined strings.Builder
+	var sawText bool
+	for _, ev := range evs {
+		switch p := ev.Payload.(type) {
+		case drover.TextDeltaPayload:
+			if sawText {
+				t.Fatal("a delta arrived after the text it belongs to")
+			}
+			joined.WriteString(p.Delta)
+		case drover.TextPayload:
+			sawText = true
+			if p.Content != joined.String() {
+				t.Fatalf("deltas %q do not add up to text %q", joined.String(), p.Content)
+			}
+		}
+	}
+	if n := len(payloads[drover.TextDeltaPayload](evs)); n < 2 {
+		t.Fatalf("%d deltas, want several", n)
+	}
+}

@@ -395,3 +395,27 @@ func TestCLI_FakemodelServes(t *testing.T) {
 		t.Fatalf("request log: %s", log)
 	}
 }
+
+// TestADP7_ParallelRunsGetOwnHomes: --isolate gives each run a new home,
+// and parallel runs under one --config-dir get one subdirectory each.
+func TestADP7_ParallelRunsGetOwnHomes(t *testing.T) {
+	state := t.TempDir()
+	t.Setenv("XDG_STATE_HOME", state)
+	code, _, stderr, _ := runCLI(t, context.Background(), "ok", "run", "--json", "--isolate", "-a", "claude", "-a", "claude", "hi")
+	if code != ExitOK {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	homes, _ := filepath.Glob(filepath.Join(state, "drover", "homes", "claude-*"))
+	if len(homes) != 2 || !strings.Contains(stderr, homes[0]) || !strings.Contains(stderr, homes[1]) {
+		t.Fatalf("homes %v, stderr %q", homes, stderr)
+	}
+	shared := t.TempDir()
+	if code, _, stderr, _ := runCLI(t, context.Background(), "ok", "run", "--json", "--config-dir", shared, "-a", "claude", "-a", "claude", "hi"); code != ExitOK {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	for _, sub := range []string{"claude#1", "claude#2"} {
+		if st, err := os.Stat(filepath.Join(shared, sub)); err != nil || !st.IsDir() {
+			t.Fatalf("no own home %s: %v", sub, err)
+		}
+	}
+}

@@ -38,6 +38,7 @@ type runFlags struct {
 	fakemodel       bool
 	fakeScript      string
 	fakeLog         string
+	isolate         bool
 }
 
 func newRunCmd(e *env) *cobra.Command {
@@ -72,6 +73,7 @@ usage error, 130 after SIGINT once every run has ended interrupted.`,
 	fl.DurationVar(&f.idleTimeout, "idle-timeout", 0, "end the run with IDLE_TIMEOUT after this long without output")
 	fl.BoolVar(&f.partial, "partial", false, "stream text as it is generated (text_delta events)")
 	fl.StringVar(&f.configDir, "config-dir", "", "give the agent its own configuration home in this directory")
+	fl.BoolVar(&f.isolate, "isolate", false, "give each run its own new configuration home under drover's state directory (printed; pass it to --config-dir to resume)")
 	fl.IntVar(&f.apiRetries, "api-retries", -1, "cap the agent's own retries of failed model API calls")
 	fl.BoolVar(&f.fakemodel, "fakemodel", false, "run offline against drover's built-in scripted model server")
 	fl.StringVar(&f.fakeScript, "fakemodel-script", "", "script file for --fakemodel (default: the built-in demo script)")
@@ -127,11 +129,27 @@ func runRun(ctx context.Context, e *env, f *runFlags, args []string) error {
 		defer stop()
 	}
 
+	if f.isolate && f.configDir != "" {
+		return usagef("--isolate and --config-dir exclude each other")
+	}
 	specs := make([]drover.RunSpec, len(f.agents))
 	for i, a := range f.agents {
 		specs[i] = drover.RunSpec{Agent: a, Prompt: prompt, Options: opts}
 		if len(f.agents) > 1 {
 			specs[i].ID = runLabel(f.agents, i)
+		}
+		// Parallel runs never share a configuration home: vendor CLIs
+		// corrupt their state files when two processes write them at once.
+		switch {
+		case f.isolate:
+			dir, err := newIsolatedHome(runLabel(f.agents, i))
+			if err != nil {
+				return err
+			}
+			specs[i].Options.ConfigDir = dir
+			fmt.Fprintf(e.stderr, "drover: %s: configuration home %s\n", runLabel(f.agents, i), dir)
+		case len(f.agents) > 1 && opts.ConfigDir != "":
+			specs[i].Options.ConfigDir = filepath.Join(opts.ConfigDir, runLabel(f.agents, i))
 		}
 	}
 	var p printer = newHuman(e.stdout, len(specs) > 1, f.partial)
@@ -255,6 +273,24 @@ func startFakemodel(e *env, f *runFlags, opts *drover.Options) (func(), error) {
 		fmt.Fprintf(e.stderr, "drover: offline: agents talk to fakemodel at %s\n", url)
 	}
 	return closeAll, nil
+}
+
+// newIsolatedHome creates a fresh configuration home for one run under
+// drover's state directory.
+func newIsolatedHome(label string) (string, error) {
+	dir, err := stateDir()
+	if err != nil {
+		return "", err
+	}
+	base := filepath.Join(dir, "homes")
+	if err := os.MkdirAll(base, 0o700); err != nil {
+		return "", fmt.Errorf("create isolated home: %w", err)
+	}
+	home, err := os.MkdirTemp(base, strings.ReplaceAll(label, "#", "-")+"-")
+	if err != nil {
+		return "", fmt.Errorf("create isolated home: %w", err)
+	}
+	return home, nil
 }
 
 // stateDir is drover's state directory: $XDG_STATE_HOME/drover or
