@@ -38,7 +38,7 @@ func BenchmarkDecodeClaude(b *testing.B) {
 	b.SetBytes(size)
 	b.ReportAllocs()
 	for b.Loop() {
-		tr := newTranslator("s", now)
+		tr := newTranslator("s", now, false)
 		for _, l := range lines {
 			if _, err := tr.translate(l); err != nil {
 				b.Fatal(err)

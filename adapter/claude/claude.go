@@ -5,15 +5,12 @@ package claude
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"iter"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -21,6 +18,7 @@ import (
 
 	"github.com/drover-run/drover"
 	"github.com/drover-run/drover/internal/proc"
+	"github.com/drover-run/drover/internal/runner"
 )
 
 const (
@@ -42,7 +40,10 @@ type Adapter struct {
 	grace  time.Duration
 }
 
-var _ drover.Adapter = (*Adapter)(nil)
+var (
+	_ drover.Adapter = (*Adapter)(nil)
+	_ runner.Vendor  = (*Adapter)(nil)
+)
 
 // New returns a Claude Code adapter.
 func New() *Adapter {
@@ -64,182 +65,41 @@ func (a *Adapter) Capabilities() drover.Capabilities {
 
 func slicesClone[T any](s []T) []T { return append([]T(nil), s...) }
 
-var versionRe = regexp.MustCompile(`\d+\.\d+\.\d+`)
-
-// Available runs `claude --version` (bounded by ctx and 15 s).
+// Available runs `claude --version` (ADP-4).
 func (a *Adapter) Available(ctx context.Context) drover.Availability {
-	av := drover.Availability{TestedVersions: TestedVersions}
-	path, err := proc.LookPath("claude", BinaryEnv)
-	if err != nil {
-		av.Error = err.Error()
-		return av
-	}
-	av.Installed, av.Path = true, path
-	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, path, "--version")
-	cmd.Env = append(os.Environ(), "DISABLE_AUTOUPDATER=1")
-	out, err := cmd.Output()
-	if err != nil {
-		av.Error = fmt.Sprintf("claude --version: %v", err)
-		return av
-	}
-	av.Version = versionRe.FindString(string(out))
-	for _, v := range testedVersions {
-		av.Tested = av.Tested || v == av.Version
-	}
-	return av
+	return runner.Available(ctx, func() (string, error) { return a.Binary(drover.Options{}) }, []string{"--version"}, testedVersions)
 }
 
 // Run starts claude and yields its events. See drover.Adapter for the contract.
 func (a *Adapter) Run(ctx context.Context, req drover.Request) iter.Seq2[drover.Event, error] {
 	return func(yield func(drover.Event, error) bool) {
-		if err := a.Capabilities().Unsupported(req.Options); err != nil {
-			yield(drover.Event{}, err)
-			return
-		}
-		path := req.Options.Binary
-		var err error
-		if path == "" {
-			path, err = proc.LookPath("claude", BinaryEnv)
-		}
-		if err != nil {
-			yield(drover.Event{}, &drover.Error{Code: drover.CodeNotInstalled, Message: err.Error(), Err: drover.ErrAgentNotInstalled})
-			return
-		}
-		env, err := a.env(req.Options)
-		if err != nil {
-			yield(drover.Event{}, err)
-			return
-		}
-		opts := req.Options
-		res := a.attempt(ctx, path, env, req, opts, yield)
-		if res != resumeRejected {
-			return
-		}
-		// ADP-5: the vendor rejected the resume id; say so and start fresh.
-		if !yield(drover.NewEvent(drover.TypeError, ID, req.SessionID, drover.ErrorPayload{
-			Code: drover.CodeResumeFailed, Recoverable: true,
-			Message: fmt.Sprintf("claude could not resume session %q; starting a new conversation", opts.Resume),
-		}), nil) {
-			return
-		}
-		opts.Resume = ""
-		a.attempt(ctx, path, env, req, opts, yield)
+		runner.Run(ctx, a, req, runner.Settings{Linger: a.linger, Grace: a.grace}, yield)
 	}
 }
 
-type outcome int
+// Binary finds claude: Options.Binary, DROVER_CLAUDE_BIN, or PATH.
+func (a *Adapter) Binary(opts drover.Options) (string, error) {
+	if opts.Binary != "" {
+		return opts.Binary, nil
+	}
+	return proc.LookPath("claude", BinaryEnv)
+}
 
-const (
-	finished outcome = iota
-	resumeRejected
-)
-
-// attempt runs one claude process. It returns resumeRejected, having yielded
-// nothing, when claude refused opts.Resume before starting a conversation.
-func (a *Adapter) attempt(ctx context.Context, path string, env []string, req drover.Request, opts drover.Options, yield func(drover.Event, error) bool) outcome {
-	args, err := Args(opts)
+// Prepare builds one claude process: flags from the options, the prompt on
+// stdin, and the environment.
+func (a *Adapter) Prepare(_ string, req drover.Request) (*runner.Launch, error) {
+	args, err := Args(req.Options)
 	if err != nil {
-		yield(drover.Event{}, err)
-		return finished
+		return nil, err
 	}
-	p, err := proc.Start(ctx, proc.Spec{
-		Path:  path,
-		Args:  args,
-		Env:   env,
-		Dir:   opts.Cwd,
-		Stdin: strings.NewReader(req.Prompt),
-		Grace: a.grace,
-	})
+	env, err := a.env(req.Options)
 	if err != nil {
-		yield(drover.Event{}, &drover.Error{Code: drover.CodeAdapterError, Message: "start claude", Err: err})
-		return finished
+		return nil, err
 	}
-	// Close stops whatever is left of the process group on every return
-	// path, including the consumer breaking out of the loop.
-	defer p.Close()
-
-	tr := newTranslator(req.SessionID, time.Now)
-	// ADP-6: claude exits right after its last result; a process that stays
-	// silent for the linger period after a result is stopped. Output after a
-	// result (a background subagent reporting back) restarts the period.
-	var linger *time.Timer
-	defer func() {
-		if linger != nil {
-			linger.Stop()
-		}
-	}()
-	for raw, err := range p.Lines() {
-		if err != nil {
-			var tooLong *proc.LineTooLongError
-			if errors.As(err, &tooLong) {
-				if !yield(drover.NewEvent(drover.TypeError, ID, req.SessionID, drover.ErrorPayload{
-					Code: drover.CodeLineTooLong, Message: err.Error(), Recoverable: true}), nil) {
-					return finished
-				}
-				continue
-			}
-			yield(drover.Event{}, &drover.Error{Code: drover.CodeAdapterError, Message: "read claude output", Err: err})
-			return finished
-		}
-		if linger != nil {
-			linger.Reset(a.linger)
-		}
-		if opts.Resume != "" && !tr.sawInit && isResultLine(raw) {
-			var l line
-			if json.Unmarshal(raw, &l) == nil && isResumeRejection(l) {
-				p.Stop(a.grace)
-				return resumeRejected
-			}
-		}
-		evs, err := tr.translate(raw)
-		if err != nil {
-			continue // an undecodable line is skipped, not fatal
-		}
-		if tr.sawResult && linger == nil {
-			linger = time.AfterFunc(a.linger, func() { p.Stop(a.grace) })
-		}
-		for _, ev := range evs {
-			if !yield(ev, nil) {
-				return finished
-			}
-		}
-	}
-	exit := p.Wait()
-	if final := tr.finish(); final != nil {
-		yield(final[0], nil)
-		return finished
-	}
-	if ctx.Err() != nil {
-		return finished // the engine reports the interruption
-	}
-	stderr := strings.TrimSpace(exit.StderrTail)
-	if opts.Resume != "" && !tr.sawInit && resumeRejectedText(stderr) {
-		return resumeRejected
-	}
-	msg := fmt.Sprintf("claude ended without a result (%s)", exit)
-	if stderr != "" {
-		msg += ": " + lastLines(stderr, 5)
-	}
-	code := drover.CodeProcessExit
-	if exit.Success() {
-		code = drover.CodeMissingDone
-	}
-	yield(drover.Event{}, &drover.Error{Code: code, Message: msg})
-	return finished
-}
-
-func isResultLine(raw []byte) bool {
-	return strings.Contains(string(raw[:min(len(raw), 200)]), `"type":"result"`)
-}
-
-func lastLines(s string, n int) string {
-	lines := strings.Split(s, "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, " | ")
+	return &runner.Launch{
+		Spec: proc.Spec{Args: args, Env: env, Dir: req.Options.Cwd, Stdin: strings.NewReader(req.Prompt)},
+		Translator: newTranslator(req.SessionID, time.Now, req.Options.Resume != ""),
+	}, nil
 }
 
 // Args returns the claude command-line arguments for opts (the prompt goes on

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/drover-run/drover"
+	"github.com/drover-run/drover/internal/proc"
 	"github.com/drover-run/drover/internal/uestest"
 	"github.com/google/go-cmp/cmp"
 )
@@ -27,7 +28,7 @@ func translateFile(t *testing.T, path string) []drover.Event {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	tr := newTranslator("golden-session", func() time.Time { return time.UnixMilli(1700000000000) })
+	tr := newTranslator("golden-session", func() time.Time { return time.UnixMilli(1700000000000) }, false)
 	var evs []drover.Event
 	sc := bufio.NewScanner(f)
 	sc.Buffer(nil, 64<<20)
@@ -206,7 +207,7 @@ func FuzzTranslate(f *testing.F) {
 	f.Add([]byte(`{"type":"result","permission_denials":[{"tool_use_id":"x"}]}`))
 	f.Add([]byte(`{"type":"assistant","message":{"content":"str"}}`))
 	f.Fuzz(func(t *testing.T, l []byte) {
-		tr := newTranslator("s", time.Now)
+		tr := newTranslator("s", time.Now, false)
 		evs, _ := tr.translate(l)
 		evs = append(evs, tr.finish()...)
 		for _, ev := range evs {
@@ -215,4 +216,29 @@ func FuzzTranslate(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestADP5_ResumeRejectionDetected: with a resume token, the captured
+// "No conversation found" result yields nothing and Finish reports the
+// rejection; without one it is an ordinary failed run.
+func TestADP5_ResumeRejectionDetected(t *testing.T) {
+	data, err := os.ReadFile("testdata/2.1.330/resume_unknown.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := newTranslator("s", time.Now, true)
+	for _, l := range bytes.Split(bytes.TrimSpace(data), []byte("\n")) {
+		if evs, _ := tr.Translate(l); len(evs) != 0 {
+			t.Fatalf("rejection yielded %v", typesOf(evs))
+		}
+	}
+	if evs, rejected := tr.Finish(proc.Exit{Code: 1}); !rejected || len(evs) != 0 {
+		t.Fatalf("Finish = %v, %v; want rejected", typesOf(evs), rejected)
+	}
+	// A run that started (init seen) and then failed is not a rejected resume.
+	tr = newTranslator("s", time.Now, true)
+	tr.Translate([]byte(`{"type":"system","subtype":"init","session_id":"x","tools":[]}`))
+	if _, rejected := tr.Finish(proc.Exit{Code: 1, StderrTail: "No conversation found"}); rejected {
+		t.Fatal("a started run was taken for a rejected resume")
+	}
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/drover-run/drover"
+	"github.com/drover-run/drover/internal/proc"
 )
 
 // line is the union of the fields drover reads from Claude's stream-json lines.
@@ -92,8 +93,11 @@ type pendingCall struct {
 // translator turns Claude stream-json lines into UES events. It is pure
 // apart from its clock, so golden tests drive it with captured streams.
 type translator struct {
-	sid string
-	now func() time.Time
+	sid    string
+	now    func() time.Time
+	resume bool // a resume token was passed: watch for its rejection
+
+	rejected bool // claude refused the resume token before starting
 
 	calls      map[string]pendingCall
 	results    map[string]bool // tool_use ids that already have a tool_result
@@ -112,8 +116,8 @@ type translator struct {
 	durMs int64
 }
 
-func newTranslator(sid string, now func() time.Time) *translator {
-	return &translator{sid: sid, now: now, calls: map[string]pendingCall{},
+func newTranslator(sid string, now func() time.Time, resume bool) *translator {
+	return &translator{sid: sid, now: now, resume: resume, calls: map[string]pendingCall{},
 		results: map[string]bool{}, denied: map[string]bool{}}
 }
 
@@ -143,6 +147,10 @@ func (t *translator) translate(raw []byte) ([]drover.Event, error) {
 	case "stream_event":
 		evs = t.streamEvent(l)
 	case "result":
+		if t.resume && !t.sawInit && isResumeRejection(l) {
+			t.rejected = true
+			return nil, nil
+		}
 		evs = t.result(l)
 	case "":
 		return nil, fmt.Errorf("claude line without a type")
@@ -407,6 +415,21 @@ func (t *translator) add(l line) {
 		addPtr(&t.sum.CacheReadTokens, u.CacheReadInputTokens)
 		addPtr(&t.sum.CacheWriteTokens, u.CacheCreationInputTokens)
 	}
+}
+
+// Translate implements runner.Translator.
+func (t *translator) Translate(raw []byte) ([]drover.Event, error) { return t.translate(raw) }
+
+// Finished reports whether a result line has arrived.
+func (t *translator) Finished() bool { return t.sawResult }
+
+// Finish returns the held done event, or reports a rejected resume: a
+// rejecting result line, or (older versions) only the stderr text.
+func (t *translator) Finish(exit proc.Exit) ([]drover.Event, bool) {
+	if t.rejected || (t.resume && !t.sawInit && t.final == nil && resumeRejectedText(exit.StderrTail)) {
+		return nil, true
+	}
+	return t.finish(), false
 }
 
 // finish returns the held done event, if any result arrived.
