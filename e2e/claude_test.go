@@ -13,13 +13,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/drover-run/drover"
+	"github.com/drover-run/drover/adapter/adaptertest"
 	"github.com/drover-run/drover/adapter/claude"
 	"github.com/drover-run/drover/fakemodel"
 	"github.com/drover-run/drover/internal/uestest"
@@ -109,13 +109,7 @@ func (w *world) run(ctx context.Context, prompt string, o drover.Options) []drov
 	return evs
 }
 
-func typesOf(evs []drover.Event) []drover.EventType {
-	out := make([]drover.EventType, len(evs))
-	for i, e := range evs {
-		out[i] = e.Type
-	}
-	return out
-}
+func typesOf(evs []drover.Event) []drover.EventType { return adaptertest.Types(evs) }
 
 func doneOf(t *testing.T, evs []drover.Event) drover.DonePayload {
 	t.Helper()
@@ -126,113 +120,12 @@ func doneOf(t *testing.T, evs []drover.Event) drover.DonePayload {
 	return d
 }
 
-func payloads[T any](evs []drover.Event) []T {
-	var out []T
-	for _, ev := range evs {
-		if p, ok := ev.Payload.(T); ok {
-			out = append(out, p)
-		}
-	}
-	return out
-}
+func payloads[T any](evs []drover.Event) []T { return adaptertest.Payloads[T](evs) }
 
-// noClaudeIn fails if any process still has dir as its working directory:
-// the vendor CLI and anything it spawned must be gone when a run ends.
+// noClaudeIn fails if a process still runs in dir after a run.
 func noClaudeIn(t *testing.T, dir string) {
 	t.Helper()
-	entries, _ := os.ReadDir("/proc")
-	for _, e := range entries {
-		if cwd, err := os.Readlink(filepath.Join("/proc", e.Name(), "cwd")); err == nil && cwd == dir {
-			cmd, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-			t.Errorf("process %s (%q) still runs in %s after the run", e.Name(), strings.ReplaceAll(string(cmd), "\x00", " "), dir)
-		}
-	}
-}
-
-func TestClaude_TextAnswer(t *testing.T) {
-	w := newWorld(t, `{"rules":[{"match":"greet","steps":[{"text":"Hello from the scripted model."}]}]}`)
-	evs := w.run(context.Background(), "please greet me", w.opts())
-	d := doneOf(t, evs)
-	if d.Status != drover.StatusSuccess || d.Result != "Hello from the scripted model." || d.ResumeToken == "" {
-		t.Fatalf("done %+v", d)
-	}
-	if d.Usage.InputTokens == 0 || d.Usage.OutputTokens == 0 || d.Usage.TotalCostUSD == nil || d.Usage.Turns == nil {
-		t.Fatalf("usage not reported: %+v", d.Usage)
-	}
-	inits := payloads[drover.InitPayload](evs)
-	if len(inits) != 1 || inits[0].Cwd != w.cwd || len(inits[0].Tools) == 0 {
-		t.Fatalf("init %+v", inits)
-	}
-	if texts := payloads[drover.TextPayload](evs); len(texts) != 1 || texts[0].Content != "Hello from the scripted model." {
-		t.Fatalf("texts %+v", texts)
-	}
-}
-
-func TestClaude_ShellToolCall(t *testing.T) {
-	w := newWorld(t, `{"rules":[{"match":"shell","steps":[{"tools":[{"shell":"echo e2e-shell-ok"}]},{"text":"ran it"}]}]}`)
-	evs := w.run(context.Background(), "use the shell", w.opts())
-	if d := doneOf(t, evs); d.Status != drover.StatusSuccess || d.Usage.ToolUses != 1 {
-		t.Fatalf("done %+v", d)
-	}
-	uses := payloads[drover.ToolUsePayload](evs)
-	res := payloads[drover.ToolResultPayload](evs)
-	if len(uses) != 1 || uses[0].ToolName != "Bash" || uses[0].Description != "Running `echo e2e-shell-ok`" {
-		t.Fatalf("tool_use %+v", uses)
-	}
-	if len(res) != 1 || res[0].Status != drover.ToolSuccess || strings.TrimSpace(res[0].Output) != "e2e-shell-ok" || res[0].ToolUseID != uses[0].ToolUseID {
-		t.Fatalf("tool_result %+v", res)
-	}
-	// The model received the real output of the command.
-	var seen bool
-	for _, r := range w.fake.Requests() {
-		for _, tr := range r.ToolResults {
-			seen = seen || strings.Contains(tr.Content, "e2e-shell-ok")
-		}
-	}
-	if !seen {
-		t.Fatal("fakemodel never received the shell output")
-	}
-}
-
-const writeScript = `{"rules":[{"match":"write","steps":[{"tools":[{"write":"out.txt","content":"written by the agent\n"}]},{"text":"tried to write"}]}]}`
-
-// TestPERM3_DryRunLeavesNoFile: the model asks to write a file in dry-run;
-// no file is left behind and the stream shows the denial.
-func TestPERM3_DryRunLeavesNoFile(t *testing.T) {
-	w := newWorld(t, writeScript)
-	o := w.opts()
-	o.Tier = drover.TierDryRun
-	evs := w.run(context.Background(), "write the file", o)
-	if d := doneOf(t, evs); d.Status != drover.StatusSuccess {
-		t.Fatalf("done %+v", d)
-	}
-	if _, err := os.Stat(filepath.Join(w.cwd, "out.txt")); !errors.Is(err, os.ErrNotExist) {
-		t.Fatalf("dry-run left a file behind: %v", err)
-	}
-	res := payloads[drover.ToolResultPayload](evs)
-	if len(res) != 1 || res[0].Status != drover.ToolDenied {
-		t.Fatalf("stream does not show the denial: %+v", res)
-	}
-	if inits := payloads[drover.InitPayload](evs); slices.Contains(inits[0].Tools, "Write") || slices.Contains(inits[0].Tools, "Bash") {
-		t.Fatalf("dry-run offers write or shell tools: %v", inits[0].Tools)
-	}
-}
-
-func TestPERM1_SupervisedWritesInWorkspace(t *testing.T) {
-	w := newWorld(t, writeScript)
-	o := w.opts()
-	o.Tier = drover.TierSupervised
-	evs := w.run(context.Background(), "write the file", o)
-	if d := doneOf(t, evs); d.Status != drover.StatusSuccess {
-		t.Fatalf("done %+v", d)
-	}
-	data, err := os.ReadFile(filepath.Join(w.cwd, "out.txt"))
-	if err != nil || string(data) != "written by the agent\n" {
-		t.Fatalf("file: %q, %v", data, err)
-	}
-	if res := payloads[drover.ToolResultPayload](evs); len(res) != 1 || res[0].Status != drover.ToolSuccess {
-		t.Fatalf("tool_result %+v", res)
-	}
+	adaptertest.NoProcessIn(t, dir)
 }
 
 // TestPERM1_SupervisedDeniesShellWrites: supervised allows edits in the
@@ -263,106 +156,6 @@ func TestPERM1_WorkspaceSettingsCannotWidenTier(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(w.cwd, "touched.txt")); !errors.Is(err, os.ErrNotExist) {
 		t.Fatal("workspace settings widened the supervised tier")
 	}
-}
-
-func TestClaude_MaxTurns(t *testing.T) {
-	w := newWorld(t, `{"rules":[{"match":"loop","steps":[{"tools":[{"shell":"echo one"}]},{"tools":[{"shell":"echo two"}]},{"text":"end"}]}]}`)
-	o := w.opts()
-	o.MaxTurns = 1
-	if d := doneOf(t, w.run(context.Background(), "loop please", o)); d.Status != drover.StatusMaxTurns {
-		t.Fatalf("done %+v", d)
-	}
-}
-
-func TestClaude_RateLimitFailsFast(t *testing.T) {
-	w := newWorld(t, `{"rules":[{"match":"","steps":[{"error":{"status":429,"message":"slow down"}}]}]}`)
-	evs := w.run(context.Background(), "anything", w.opts())
-	if d := doneOf(t, evs); d.Status != drover.StatusError {
-		t.Fatalf("done %+v", d)
-	}
-	errs := payloads[drover.ErrorPayload](evs)
-	if len(errs) != 1 || errs[0].Code != drover.CodeRateLimited || errs[0].Recoverable || !strings.Contains(errs[0].Message, "slow down") {
-		t.Fatalf("errors %+v", errs)
-	}
-	// Fast means no hidden retries: the model was asked exactly once.
-	if n := len(w.fake.Requests()); n != 1 {
-		t.Fatalf("fakemodel got %d requests, want 1", n)
-	}
-}
-
-func TestADP5_ResumeContinuesConversation(t *testing.T) {
-	w := newWorld(t, `{"rules":[
-		{"match":"remember","steps":[{"text":"I will remember the word zebra."}]},
-		{"match":"recall","steps":[{"text":"You told me to remember."}]}]}`)
-	first := doneOf(t, w.run(context.Background(), "remember the word zebra", w.opts()))
-	if first.Status != drover.StatusSuccess || first.ResumeToken == "" {
-		t.Fatalf("first run %+v", first)
-	}
-	o := w.opts()
-	o.Resume = first.ResumeToken
-	evs := w.run(context.Background(), "recall what I said", o)
-	second := doneOf(t, evs)
-	if second.Status != drover.StatusSuccess || second.ResumeToken != first.ResumeToken {
-		t.Fatalf("second run %+v (resume token should stay %s)", second, first.ResumeToken)
-	}
-	if errs := payloads[drover.ErrorPayload](evs); len(errs) != 0 {
-		t.Fatalf("a valid resume produced errors: %+v", errs)
-	}
-	reqs := w.fake.Requests()
-	last := reqs[len(reqs)-1]
-	if !slices.ContainsFunc(last.UserTexts, func(s string) bool { return strings.Contains(s, "remember the word zebra") }) {
-		t.Fatalf("the resumed request lacks the earlier history: %q", last.UserTexts)
-	}
-}
-
-func TestADP5_ResumeUnknownFallsBack(t *testing.T) {
-	w := newWorld(t, `{"rules":[{"match":"","steps":[{"text":"fresh start"}]}]}`)
-	o := w.opts()
-	o.Resume = "99999999-2222-4333-8444-555555555555"
-	evs := w.run(context.Background(), "continue please", o)
-	d := doneOf(t, evs)
-	if d.Status != drover.StatusSuccess || d.ResumeToken == "" || d.ResumeToken == o.Resume {
-		t.Fatalf("done %+v", d)
-	}
-	if evs[0].Type != drover.TypeError {
-		t.Fatalf("first event %s, want error RESUME_FAILED", evs[0].Type)
-	}
-	if p := evs[0].Payload.(drover.ErrorPayload); p.Code != drover.CodeResumeFailed || !p.Recoverable {
-		t.Fatalf("error %+v", p)
-	}
-	if texts := payloads[drover.TextPayload](evs); len(texts) != 1 || texts[0].Content != "fresh start" {
-		t.Fatalf("texts %+v", texts)
-	}
-}
-
-func TestENG005_CancelMidAnswer(t *testing.T) {
-	w := newWorld(t, `{"rules":[{"match":"","steps":[{"text":"this answer takes a while to arrive","delayMs":60000}]}]}`)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	reg := drover.NewRegistry()
-	reg.Register(w.agent)
-	events, err := drover.NewEngine(reg).Run(ctx, claude.ID, "take your time", w.opts())
-	if err != nil {
-		t.Fatal(err)
-	}
-	var evs []drover.Event
-	var cancelledAt time.Time
-	for ev := range events {
-		evs = append(evs, ev)
-		if ev.Type == drover.TypeInit {
-			// claude has started and is waiting for the model's answer.
-			time.Sleep(500 * time.Millisecond)
-			cancelledAt = time.Now()
-			cancel()
-		}
-	}
-	if d := doneOf(t, evs); d.Status != drover.StatusInterrupted {
-		t.Fatalf("done %+v", d)
-	}
-	if el := time.Since(cancelledAt); el > 20*time.Second {
-		t.Fatalf("the run took %s to end after cancellation", el)
-	}
-	noClaudeIn(t, w.cwd)
 }
 
 // TestCLI_SIGINTExits130 sends SIGINT to a real `drover run` mid-answer.
