@@ -9,9 +9,10 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"sync/atomic"
+	"sync"
 	"syscall"
 
+	"github.com/drover-run/drover/internal/proc"
 	"github.com/spf13/cobra"
 )
 
@@ -33,17 +34,43 @@ type exitError struct{ code int }
 
 func (e exitError) Error() string { return fmt.Sprintf("exit status %d", e.code) }
 
-// Main runs drover with args and returns its exit status. SIGINT and SIGTERM
-// cancel the running command gracefully.
+// Main runs drover with args and returns its exit status. The first SIGINT
+// or SIGTERM cancels the running command gracefully (each agent gets
+// SIGTERM and a grace period); a second one kills every agent process group
+// at once. Either way the runs still end with their done events.
 func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	// The signal goroutine is owned here: stopped and waited for on return.
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for n := 0; ; {
+			select {
+			case <-sigs:
+				if n++; n == 1 {
+					cancel()
+				} else if k := proc.KillAll(); k > 0 {
+					fmt.Fprintf(stderr, "drover: killed %d agent process group(s)\n", k)
+				}
+			case <-stop:
+				return
+			}
+		}
+	})
+	defer func() {
+		close(stop)
+		wg.Wait()
+	}()
 	return Run(ctx, args, stdin, stdout, stderr)
 }
 
 // Run is Main with the caller's context: cancelling ctx is what a signal does.
 func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	env := &env{stdin: stdin, stdout: stdout, stderr: stderr, interrupted: new(atomic.Bool)}
+	env := &env{stdin: stdin, stdout: stdout, stderr: stderr}
 	root := newRoot(env)
 	root.SetArgs(args)
 	root.SetIn(stdin)
@@ -70,7 +97,6 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 type env struct {
 	stdin          io.Reader
 	stdout, stderr io.Writer
-	interrupted    *atomic.Bool
 }
 
 func newRoot(e *env) *cobra.Command {

@@ -5,10 +5,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -417,5 +419,45 @@ func TestADP7_ParallelRunsGetOwnHomes(t *testing.T) {
 		if st, err := os.Stat(filepath.Join(shared, sub)); err != nil || !st.IsDir() {
 			t.Fatalf("no own home %s: %v", sub, err)
 		}
+	}
+}
+
+// TestCLI_SecondInterruptKills: the first SIGINT asks the agent to stop
+// (SIGTERM, which this fake ignores); the second kills its group at once.
+// The run still ends with done{interrupted} and exit 130.
+func TestCLI_SecondInterruptKills(t *testing.T) {
+	bin := filepath.Join(t.TempDir(), "drover")
+	if out, err := exec.Command("go", "build", "-o", bin, "../../cmd/drover").CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	self, _ := os.Executable()
+	cmd := exec.Command(bin, "run", "--json", "-a", "claude", "wait forever")
+	cmd.Env = append(os.Environ(), "DROVER_CLAUDE_BIN="+self, fakeEnv+"=hang", "GORACE=atexit_sleep_ms=0")
+	var stderr syncBuffer
+	cmd.Stderr = &stderr
+	stdout, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	sc := bufio.NewScanner(stdout)
+	var last string
+	for sc.Scan() {
+		last = sc.Text()
+		if strings.Contains(last, `"type":"init"`) {
+			cmd.Process.Signal(syscall.SIGINT)
+			time.Sleep(200 * time.Millisecond)
+			cmd.Process.Signal(syscall.SIGINT)
+		}
+	}
+	err := cmd.Wait()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != ExitInterrupted {
+		t.Fatalf("exit %v, want 130; stderr %q", err, stderr.String())
+	}
+	if !strings.Contains(stderr.String(), "killed 1 agent process group") {
+		t.Fatalf("second SIGINT did not kill: stderr %q", stderr.String())
+	}
+	if !strings.Contains(last, `"status":"interrupted"`) {
+		t.Fatalf("last line %s", last)
 	}
 }

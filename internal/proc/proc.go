@@ -241,6 +241,7 @@ func start(spec Spec) (p *Process, err error) {
 }
 
 func (p *Process) run(ctx context.Context) {
+	register(p)
 	p.wg.Add(3)
 	go p.reap()
 	go p.copyStderr()
@@ -333,6 +334,8 @@ func (p *Process) supervise() {
 	}
 	<-p.done
 	p.waitGroupGone(finalKillWait, nil)
+	// Unregister before the group's id can be reused by anyone else.
+	unregister(p)
 	close(p.groupKilled)
 
 	p.drain()

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"io"
 	"io/fs"
+	"iter"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -684,5 +685,33 @@ func TestSlowConsumerLosesNothing(t *testing.T) {
 	}
 	if n != 101 {
 		t.Fatalf("got %d lines, want 101: lines in the pipe were dropped", n)
+	}
+}
+
+// TestKillAllSkipsGrace: KillAll ends a process that ignores SIGTERM at once,
+// though its Stop grace is long.
+func TestKillAllSkipsGrace(t *testing.T) {
+	spec := fakeSpec(t, "leader-ignore-term", "")
+	spec.Grace = time.Hour
+	p := startFake(t, context.Background(), spec)
+	next, stop := iter.Pull2(p.Lines())
+	defer stop()
+	if _, err, ok := next(); !ok || err != nil { // the fake announces its pids
+		t.Fatalf("no announcement: %v", err)
+	}
+	if n := KillAll(); n < 1 {
+		t.Fatalf("KillAll signalled %d groups", n)
+	}
+	select {
+	case <-p.Done():
+	case <-time.After(hangBound):
+		t.Fatal("process survived KillAll")
+	}
+	stop() // Wait waits for a consumer that still holds a line
+	if e := p.Wait(); e.Signal != "killed" {
+		t.Fatalf("exit %+v", e)
+	}
+	if KillAll() != 0 {
+		t.Fatal("an ended process is still registered")
 	}
 }
