@@ -604,3 +604,13 @@ func TestENG004_ConsumerPanicIsNotAnAdapterError(t *testing.T) {
 		panic("consumer bug")
 	}
 }
+
+func TestProcessObserverThroughContext(t *testing.T) {
+	var got [2]int
+	ctx := drover.WithProcessObserver(context.Background(), func(pid, pgid int) { got = [2]int{pid, pgid} })
+	drover.ProcessStarted(ctx, 42, 43)
+	if got != [2]int{42, 43} {
+		t.Fatalf("observer got %v", got)
+	}
+	drover.ProcessStarted(context.Background(), 1, 1) // no observer: no-op
+}

@@ -117,6 +117,7 @@ func attempt(ctx context.Context, v Vendor, path string, req drover.Request, s S
 	// Close stops whatever is left of the process group on every return
 	// path, including the consumer breaking out of the loop.
 	defer p.Close()
+	drover.ProcessStarted(ctx, p.Pid(), p.Pgid())
 
 	// ADP-6: a process silent for the linger period after its final result
 	// is stopped; output after the result (a background task reporting

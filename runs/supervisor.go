@@ -1,0 +1,596 @@
+// Package runs is drover's supervisor: every agent run becomes a process
+// drover starts, limits, times out, cancels, nests in a tree, and records in
+// the ledger (DESIGN.md §6, RUN-1…RUN-7).
+//
+// Events flow one way: the engine yields an event, the supervisor gives it
+// runId and seq, persists it, and only then tells readers it exists. Readers
+// follow a run through the ledger by seq (Follow), so a slow reader never
+// slows a run and never misses an event.
+package runs
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"iter"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/drover-run/drover"
+	"github.com/drover-run/drover/internal/proc"
+	"github.com/drover-run/drover/store"
+)
+
+// Config tunes a Supervisor.
+type Config struct {
+	// Limit is the number of runs that may be running at once (RUN-7);
+	// 0 means 8. Runs past it wait as pending, in the order started.
+	Limit int
+	// DefaultTimeout applies to runs that name none (RUN-4); 0 means 1 h.
+	DefaultTimeout time.Duration
+	// Append persists one event durably before returning. nil means
+	// Store.AppendEvents with that one event.
+	Append func(ctx context.Context, ev store.Event) error
+	// Owner names this supervisor in the ledger; "" means "host:pid".
+	Owner string
+	// Poll is how often runs owned elsewhere are checked (cross-process
+	// cancel, Await and Follow); 0 means 250 ms.
+	Poll time.Duration
+}
+
+// StartRequest asks for one run.
+type StartRequest struct {
+	Agent   string
+	Prompt  string
+	Options drover.Options
+	// ParentID makes the run a child of an active run of this supervisor
+	// (RUN-5): it is ended when the parent ends.
+	ParentID string
+	// SessionID continues a drover session (LED-4); "" starts a new one.
+	SessionID string
+	// Timeout overrides Config.DefaultTimeout.
+	Timeout time.Duration
+}
+
+// Errors.
+var (
+	// ErrClosed: the supervisor is closed.
+	ErrClosed = errors.New("supervisor closed")
+	// ErrParentEnded: the named parent is not an active run of this supervisor.
+	ErrParentEnded = errors.New("parent run is not active")
+)
+
+// causes are why drover ended a run; their text is what the ledger records.
+var (
+	errCancelled   = errors.New(store.ReasonCancelled)
+	errParentEnded = errors.New(store.ReasonParentEnded)
+	errShutdown    = errors.New(store.ReasonCancelled + " (supervisor closed)")
+)
+
+// Supervisor starts and tracks runs. Close it to cancel and wait for every
+// run it owns.
+type Supervisor struct {
+	eng   *drover.Engine
+	st    store.Store
+	cfg   Config
+	ctx   context.Context
+	close context.CancelFunc
+	wg    sync.WaitGroup
+
+	mu      sync.Mutex
+	closed  bool
+	active  map[string]*active
+	queue   []*active // pending runs in start order
+	running int
+}
+
+// active is one run this supervisor owns and has not finished.
+type active struct {
+	id       string
+	req      StartRequest
+	ctx      context.Context
+	cancel   context.CancelCauseFunc
+	done     chan struct{} // closed once the ledger has its end
+	parent   *active
+	children map[string]*active // guarded by Supervisor.mu
+
+	notifyMu sync.Mutex
+	notify   chan struct{} // closed and replaced whenever an event is persisted
+}
+
+func (a *active) changed() <-chan struct{} {
+	a.notifyMu.Lock()
+	defer a.notifyMu.Unlock()
+	return a.notify
+}
+
+func (a *active) wake() {
+	a.notifyMu.Lock()
+	defer a.notifyMu.Unlock()
+	close(a.notify)
+	a.notify = make(chan struct{})
+}
+
+// New returns a supervisor over eng and st. It first reconciles the ledger
+// (RUN-6): runs left pending or running by a drover process that is gone are
+// marked failed "engine restart", and their recorded process groups are
+// killed if still alive.
+func New(ctx context.Context, eng *drover.Engine, st store.Store, cfg Config) (*Supervisor, error) {
+	if cfg.Limit <= 0 {
+		cfg.Limit = 8
+	}
+	if cfg.DefaultTimeout <= 0 {
+		cfg.DefaultTimeout = time.Hour
+	}
+	if cfg.Poll <= 0 {
+		cfg.Poll = 250 * time.Millisecond
+	}
+	if cfg.Owner == "" {
+		cfg.Owner = DefaultOwner()
+	}
+	if cfg.Append == nil {
+		cfg.Append = func(ctx context.Context, ev store.Event) error { return st.AppendEvents(ctx, []store.Event{ev}) }
+	}
+	s := &Supervisor{eng: eng, st: st, cfg: cfg, active: map[string]*active{}}
+	if err := s.reconcile(ctx); err != nil {
+		return nil, fmt.Errorf("reconcile ledger: %w", err)
+	}
+	// Runs must outlive the request that started them, so their context
+	// derives from the supervisor's own, which Close cancels.
+	s.ctx, s.close = context.WithCancel(context.WithoutCancel(ctx))
+	s.wg.Go(s.pollCancels)
+	return s, nil
+}
+
+// DefaultOwner is "host:pid" of this process.
+func DefaultOwner() string {
+	host, _ := os.Hostname()
+	return host + ":" + strconv.Itoa(os.Getpid())
+}
+
+// ownerAlive reports whether the drover process named owner still runs.
+// Owners on other hosts are assumed alive: only their host can tell.
+func ownerAlive(owner string) bool {
+	host, pidText, ok := strings.Cut(owner, ":")
+	me, _ := os.Hostname()
+	if !ok || host != me {
+		return true
+	}
+	pid, err := strconv.Atoi(pidText)
+	if err != nil || pid <= 0 {
+		return false
+	}
+	return processAlive(pid)
+}
+
+func (s *Supervisor) reconcile(ctx context.Context) error {
+	runs, err := s.st.Unfinished(ctx)
+	if err != nil {
+		return err
+	}
+	for _, r := range runs {
+		// A run recorded under our own owner name is from a dead process
+		// whose pid we now have; any other live owner still supervises its own.
+		if r.Owner != s.cfg.Owner && ownerAlive(r.Owner) {
+			continue
+		}
+		if r.Pgid > 1 && proc.GroupAlive(r.Pgid) {
+			_ = proc.KillGroup(r.Pgid)
+		}
+		err := s.st.FinishRun(ctx, store.Finish{RunID: r.ID, Status: store.StatusFailed,
+			Error: store.ReasonEngineRestart, DoneStatus: drover.StatusError, EndedAt: time.Now()})
+		if err != nil && !errors.Is(err, store.ErrConflict) {
+			return err
+		}
+	}
+	return nil
+}
+
+// NewRunID returns a new run id: time-ordered, unique.
+func NewRunID() string {
+	var b [5]byte
+	_, _ = rand.Read(b[:])
+	return fmt.Sprintf("run_%011x%s", time.Now().UnixMilli(), hex.EncodeToString(b[:]))
+}
+
+// Start records a new run and returns its id at once (RUN-1); the run waits
+// as pending until a slot is free (RUN-7). It fails for an unknown agent,
+// invalid options, an unknown session, or a parent that is not active.
+func (s *Supervisor) Start(ctx context.Context, req StartRequest) (string, error) {
+	if _, ok := s.eng.Registry().Get(req.Agent); !ok {
+		return "", fmt.Errorf("%w %q", drover.ErrUnknownAgent, req.Agent)
+	}
+	if err := req.Options.Validate(); err != nil {
+		return "", err
+	}
+	if req.Timeout <= 0 {
+		req.Timeout = s.cfg.DefaultTimeout
+	}
+	if req.SessionID != "" {
+		sess, err := s.st.GetSession(ctx, req.SessionID)
+		if err != nil {
+			return "", fmt.Errorf("session %s: %w", req.SessionID, err)
+		}
+		if req.Options.Resume == "" {
+			req.Options.Resume = sess.ResumeToken
+		}
+	} else {
+		req.SessionID = drover.NewSessionID()
+		now := time.Now()
+		if err := s.st.PutSession(ctx, &store.Session{ID: req.SessionID, Agent: req.Agent, Heads: []string{}, CreatedAt: now, UpdatedAt: now}); err != nil {
+			return "", fmt.Errorf("create session: %w", err)
+		}
+	}
+	req.Options.SessionID = req.SessionID
+	optsJSON, _ := json.Marshal(req.Options)
+
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return "", ErrClosed
+	}
+	var parent *active
+	if req.ParentID != "" {
+		parent = s.active[req.ParentID]
+		if parent == nil || parent.ctx.Err() != nil {
+			return "", fmt.Errorf("%w: %s", ErrParentEnded, req.ParentID)
+		}
+	}
+	id := NewRunID()
+	r := &store.Run{ID: id, Agent: req.Agent, Prompt: req.Prompt, Status: store.StatusPending, ParentID: req.ParentID,
+		SessionID: req.SessionID, Options: optsJSON, Timeout: req.Timeout, Owner: s.cfg.Owner, CreatedAt: time.Now()}
+	if err := s.st.CreateRun(ctx, r); err != nil {
+		return "", fmt.Errorf("record run: %w", err)
+	}
+	// A child's context is its own, not derived from the parent's, so that
+	// its end can say "parent ended" rather than the parent's own reason;
+	// cancelTreeLocked and execute cascade explicitly.
+	a := &active{id: id, req: req, done: make(chan struct{}), parent: parent,
+		children: map[string]*active{}, notify: make(chan struct{})}
+	a.ctx, a.cancel = context.WithCancelCause(s.ctx)
+	if parent != nil {
+		parent.children[id] = a
+	}
+	s.active[id] = a
+	s.queue = append(s.queue, a)
+	s.scheduleLocked()
+	return id, nil
+}
+
+// scheduleLocked starts queued runs while slots are free, oldest first.
+func (s *Supervisor) scheduleLocked() {
+	for s.running < s.cfg.Limit && len(s.queue) > 0 {
+		a := s.queue[0]
+		s.queue = s.queue[1:]
+		s.running++
+		s.wg.Go(func() { s.execute(a) })
+	}
+}
+
+// execute runs one run to its end and records it.
+func (s *Supervisor) execute(a *active) {
+	defer func() {
+		s.mu.Lock()
+		s.running--
+		delete(s.active, a.id)
+		if a.parent != nil {
+			delete(a.parent.children, a.id)
+		}
+		s.scheduleLocked()
+		s.mu.Unlock()
+		a.wake()
+		close(a.done)
+	}()
+	rec := &recorder{s: s, a: a, ctx: context.WithoutCancel(a.ctx)}
+	if a.ctx.Err() == nil {
+		opts := a.req.Options
+		opts.Timeout = a.req.Timeout
+		ctx := drover.WithProcessObserver(a.ctx, rec.processStarted)
+		events, err := s.eng.Run(ctx, a.req.Agent, a.req.Prompt, opts)
+		if err != nil {
+			for _, ev := range failEvents(a, err) {
+				rec.record(ev)
+			}
+		} else {
+			for ev := range events {
+				rec.record(ev)
+			}
+		}
+	} else {
+		rec.record(drover.NewEvent(drover.TypeDone, a.req.Agent, a.req.SessionID, drover.DonePayload{Status: drover.StatusInterrupted}))
+	}
+	// A child never outlives its parent (RUN-5): end the children and wait
+	// for them before this run's end is recorded.
+	s.mu.Lock()
+	children := make([]*active, 0, len(a.children))
+	for _, c := range a.children {
+		children = append(children, c)
+		s.cancelTreeLocked(c, errParentEnded)
+	}
+	s.mu.Unlock()
+	for _, c := range children {
+		<-c.done
+	}
+	rec.finish()
+}
+
+// recorder persists one run's events and, at the end, its turn record.
+type recorder struct {
+	s       *Supervisor
+	a       *active
+	ctx     context.Context // not cancelled with the run: bookkeeping must finish
+	seq     int64
+	evs     []drover.Event
+	started bool
+	ledger  error // first ledger failure
+}
+
+// processStarted records the vendor process (RUN-6 needs its group).
+func (r *recorder) processStarted(pid, pgid int) {
+	if !r.started {
+		r.started = r.s.st.StartRun(r.ctx, r.a.id, pid, pgid, time.Now()) == nil
+	}
+}
+
+// record gives ev its runId and seq, persists it, and only then wakes
+// readers ("persist first, then notify").
+func (r *recorder) record(ev drover.Event) {
+	r.seq++
+	ev.RunID, ev.Seq = r.a.id, r.seq
+	r.evs = append(r.evs, ev)
+	if r.ledger != nil {
+		return
+	}
+	data, err := json.Marshal(ev)
+	if err == nil {
+		err = r.s.cfg.Append(r.ctx, store.Event{RunID: r.a.id, Seq: r.seq, Type: ev.Type, JSON: data, Time: time.UnixMilli(ev.Timestamp)})
+	}
+	if err != nil {
+		// A run the ledger cannot record is stopped: drover must not run
+		// agents it cannot account for.
+		r.ledger = err
+		r.a.cancel(fmt.Errorf("ledger: %w", err))
+		return
+	}
+	r.a.wake()
+}
+
+// finish writes the run's end and turn record in one transaction (LED-3)
+// and moves its session's head (LED-4).
+func (r *recorder) finish() {
+	a := r.a
+	res := drover.Collect(slices.Values(r.evs))
+	f := store.Finish{RunID: a.id, Status: store.StatusCompleted, DoneStatus: res.Status,
+		ResumeToken: res.ResumeToken, Usage: res.Usage, DurationMs: res.DurationMs, EndedAt: time.Now()}
+	if res.Status != drover.StatusSuccess {
+		f.Status, f.Error = store.StatusFailed, r.reason(res)
+	}
+	f.Messages = append(f.Messages, store.Message{RunID: a.id, Index: 0, Role: "user", Content: a.req.Prompt})
+	for _, m := range res.Messages {
+		f.Messages = append(f.Messages, store.Message{RunID: a.id, Index: len(f.Messages), Role: m.Role, Content: m.Content, ToolUseID: m.ToolUseID})
+	}
+	for _, tc := range res.ToolCalls {
+		input, _ := json.Marshal(tc.Input)
+		f.ToolCalls = append(f.ToolCalls, store.ToolCall{RunID: a.id, ID: tc.ID, Name: tc.Name, Input: input,
+			Status: tc.Status, Output: tc.Output, StartedAt: tc.StartedAt, EndedAt: tc.EndedAt})
+	}
+	if err := r.s.st.FinishRun(r.ctx, f); err != nil && r.ledger == nil {
+		r.ledger = err
+	}
+	if res.ResumeToken != "" {
+		_ = r.s.st.AdvanceSession(r.ctx, a.req.SessionID, a.id, res.ResumeToken, f.EndedAt)
+	}
+}
+
+// reason says why a run failed, in the ledger's words.
+func (r *recorder) reason(res *drover.Result) string {
+	if r.ledger != nil {
+		return "ledger: " + r.ledger.Error()
+	}
+	switch res.Status {
+	case drover.StatusInterrupted:
+		if cause := context.Cause(r.a.ctx); cause != nil && cause != context.Canceled {
+			return cause.Error()
+		}
+		return store.ReasonCancelled
+	case drover.StatusMaxTurns:
+		return "max turns reached"
+	case drover.StatusMaxBudget:
+		return "max budget reached"
+	}
+	if res.Error != nil {
+		switch res.Error.Code {
+		case drover.CodeTimeout:
+			return store.ReasonTimeout
+		case drover.CodeIdleTimeout:
+			return "idle timeout"
+		}
+		return res.Error.Message
+	}
+	return "failed"
+}
+
+// failEvents are the events of a run the engine refused to start.
+func failEvents(a *active, err error) []drover.Event {
+	code := drover.CodeOf(err, drover.CodeAdapterError)
+	return []drover.Event{
+		drover.NewEvent(drover.TypeError, a.req.Agent, a.req.SessionID, drover.ErrorPayload{Code: code, Message: err.Error()}),
+		drover.NewEvent(drover.TypeDone, a.req.Agent, a.req.SessionID, drover.DonePayload{Status: drover.StatusError}),
+	}
+}
+
+// cancelTreeLocked cancels a with cause and all its descendants with
+// "parent ended". A pending run leaves the queue and ends at once.
+func (s *Supervisor) cancelTreeLocked(a *active, cause error) {
+	a.cancel(cause)
+	if i := slices.Index(s.queue, a); i >= 0 {
+		s.queue = slices.Delete(s.queue, i, i+1)
+		s.running++ // released again by execute's deferred bookkeeping
+		s.wg.Go(func() { s.execute(a) })
+	}
+	for _, c := range a.children {
+		s.cancelTreeLocked(c, errParentEnded)
+	}
+}
+
+// Cancel ends a run (RUN-3). It is idempotent: unknown and finished runs
+// are not an error. A run owned by another drover process is marked in the
+// ledger, and that process stops it within its poll interval.
+func (s *Supervisor) Cancel(ctx context.Context, id string) error {
+	s.mu.Lock()
+	a := s.active[id]
+	if a != nil {
+		s.cancelTreeLocked(a, errCancelled)
+	}
+	s.mu.Unlock()
+	if a != nil {
+		return nil
+	}
+	if err := s.st.RequestCancel(ctx, id); err != nil && !errors.Is(err, store.ErrNotFound) {
+		return err
+	}
+	return nil
+}
+
+// pollCancels applies cancellations requested in the ledger by other
+// processes to the runs this supervisor owns.
+func (s *Supervisor) pollCancels() {
+	t := time.NewTicker(s.cfg.Poll)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.ctx.Done():
+			return
+		case <-t.C:
+		}
+		s.mu.Lock()
+		ids := make([]string, 0, len(s.active))
+		for id := range s.active {
+			ids = append(ids, id)
+		}
+		s.mu.Unlock()
+		for _, id := range ids {
+			if r, err := s.st.GetRun(s.ctx, id); err == nil && r.CancelRequested {
+				_ = s.Cancel(s.ctx, id)
+			}
+		}
+	}
+}
+
+func (s *Supervisor) lookup(id string) *active {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.active[id]
+}
+
+// Await blocks until every run in ids has ended and returns their records
+// in the same order (RUN-2). It answers for runs that ended long ago and
+// for runs owned by other processes (polling the ledger); many callers may
+// await the same run. It returns store.ErrNotFound for an unknown id.
+func (s *Supervisor) Await(ctx context.Context, ids ...string) ([]*store.Run, error) {
+	out := make([]*store.Run, 0, len(ids))
+	for _, id := range ids {
+		for {
+			if a := s.lookup(id); a != nil {
+				select {
+				case <-a.done:
+				case <-ctx.Done():
+					return nil, ctx.Err()
+				}
+			}
+			r, err := s.st.GetRun(ctx, id)
+			if err != nil {
+				return nil, fmt.Errorf("run %s: %w", id, err)
+			}
+			if r.Status.Terminal() {
+				out = append(out, r)
+				break
+			}
+			select {
+			case <-time.After(s.cfg.Poll):
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		}
+	}
+	return out, nil
+}
+
+// Follow yields a run's events with seq > afterSeq from the ledger, waiting
+// for new ones until the run has ended and every event was yielded. It
+// follows runs of other processes too, polling. A reader never slows the
+// run: it reads what was already persisted.
+func (s *Supervisor) Follow(ctx context.Context, id string, afterSeq int64) iter.Seq2[store.Event, error] {
+	return func(yield func(store.Event, error) bool) {
+		for {
+			var wake <-chan struct{}
+			if a := s.lookup(id); a != nil {
+				wake = a.changed() // taken before reading, so no wake-up is missed
+			}
+			evs, err := s.st.Events(ctx, id, afterSeq, 1000)
+			if err != nil {
+				yield(store.Event{}, err)
+				return
+			}
+			for _, ev := range evs {
+				if !yield(ev, nil) {
+					return
+				}
+				afterSeq = ev.Seq
+			}
+			if len(evs) == 1000 {
+				continue
+			}
+			r, err := s.st.GetRun(ctx, id)
+			if err != nil {
+				yield(store.Event{}, err)
+				return
+			}
+			if r.Status.Terminal() && r.LastSeq <= afterSeq {
+				return
+			}
+			if wake == nil {
+				t := time.NewTimer(s.cfg.Poll)
+				select {
+				case <-t.C:
+				case <-ctx.Done():
+					t.Stop()
+					yield(store.Event{}, ctx.Err())
+					return
+				}
+				continue
+			}
+			select {
+			case <-wake:
+			case <-ctx.Done():
+				yield(store.Event{}, ctx.Err())
+				return
+			}
+		}
+	}
+}
+
+// Close cancels every run this supervisor owns, waits for them to be
+// recorded, and stops its goroutines. The store is not closed.
+func (s *Supervisor) Close() error {
+	s.mu.Lock()
+	s.closed = true
+	for _, a := range s.active {
+		if a.parent == nil {
+			s.cancelTreeLocked(a, errShutdown)
+		}
+	}
+	s.mu.Unlock()
+	// Each run keeps the cause given above (the first cause wins), and
+	// cancelling the supervisor's context also stops the cancel poller.
+	s.close()
+	s.wg.Wait()
+	return nil
+}

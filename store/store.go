@@ -1,0 +1,203 @@
+// Package store is drover's ledger: the durable record of every run, its
+// events, its turn record (messages and tool calls) and the sessions runs
+// continue. Backends live in subpackages (store/sqlite; PostgreSQL later)
+// and must all pass the contract suite in store/storetest.
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"time"
+
+	"github.com/drover-run/drover"
+)
+
+// Errors returned by every backend.
+var (
+	// ErrNotFound: no run or session with that id.
+	ErrNotFound = errors.New("not found")
+	// ErrConflict: the change does not apply to the record's current state
+	// (e.g. finishing a run that already ended, a duplicate id or seq).
+	ErrConflict = errors.New("conflict")
+)
+
+// RunStatus is where a run is in its life: pending → running → completed |
+// failed (RUN-1).
+type RunStatus string
+
+// Run statuses.
+const (
+	StatusPending   RunStatus = "pending"
+	StatusRunning   RunStatus = "running"
+	StatusCompleted RunStatus = "completed"
+	StatusFailed    RunStatus = "failed"
+)
+
+// Terminal reports whether s is completed or failed.
+func (s RunStatus) Terminal() bool { return s == StatusCompleted || s == StatusFailed }
+
+// Why a run failed, when drover ended it rather than the agent.
+const (
+	ReasonTimeout       = "timeout"
+	ReasonCancelled     = "cancelled"
+	ReasonParentEnded   = "parent ended"
+	ReasonEngineRestart = "engine restart"
+)
+
+// Run is one agent run as the ledger records it.
+type Run struct {
+	ID     string    `json:"id"`
+	Agent  string    `json:"agent"`
+	Prompt string    `json:"prompt"`
+	Status RunStatus `json:"status"`
+	// Error says why a failed run failed: a Reason* constant or the agent's
+	// own error message.
+	Error    string `json:"error,omitempty"`
+	ParentID string `json:"parentId,omitempty"`
+	// SessionID is the drover session the run belongs to (LED-4).
+	SessionID string `json:"sessionId,omitempty"`
+	// ResumeToken is the vendor's token from the run's done event.
+	ResumeToken string `json:"resumeToken,omitempty"`
+	// Options are the drover.Options of the run, as JSON.
+	Options json.RawMessage `json:"options,omitempty"`
+	Timeout time.Duration   `json:"timeout,omitempty"`
+	// Owner names the drover process supervising the run ("host:pid").
+	Owner string `json:"owner,omitempty"`
+	// Pid and Pgid of the vendor process, once running (0 before).
+	Pid  int `json:"pid,omitempty"`
+	Pgid int `json:"pgid,omitempty"`
+
+	CreatedAt time.Time `json:"createdAt"`
+	StartedAt time.Time `json:"startedAt,omitzero"`
+	EndedAt   time.Time `json:"endedAt,omitzero"`
+
+	// Set when the run has ended.
+	DoneStatus drover.DoneStatus `json:"doneStatus,omitempty"`
+	Usage      drover.Usage      `json:"usage"`
+	DurationMs int64             `json:"durationMs,omitempty"`
+	// LastSeq is the seq of the run's last recorded event.
+	LastSeq int64 `json:"lastSeq"`
+	// CancelRequested is set by RequestCancel; the owner polls it, so a run
+	// can be cancelled from another process.
+	CancelRequested bool `json:"cancelRequested,omitempty"`
+}
+
+// Event is one recorded UES event of a run (LED-2).
+type Event struct {
+	RunID string
+	Seq   int64
+	Type  drover.EventType
+	// JSON is the event exactly as drover emits it (with runId and seq).
+	JSON json.RawMessage
+	Time time.Time
+}
+
+// Message is one entry of a run's turn record (LED-3).
+type Message struct {
+	RunID     string `json:"runId"`
+	Index     int    `json:"index"`
+	Role      string `json:"role"` // user, assistant, tool
+	Content   string `json:"content"`
+	ToolUseID string `json:"toolUseId,omitempty"`
+}
+
+// ToolCall is one tool call of a run's turn record (LED-3).
+type ToolCall struct {
+	RunID     string            `json:"runId"`
+	ID        string            `json:"id"`
+	Name      string            `json:"name"`
+	Input     json.RawMessage   `json:"input,omitempty"`
+	Status    drover.ToolStatus `json:"status,omitempty"`
+	Output    string            `json:"output,omitempty"`
+	StartedAt time.Time         `json:"startedAt"`
+	EndedAt   time.Time         `json:"endedAt,omitzero"`
+}
+
+// Finish is everything recorded when a run ends, written in one
+// transaction (LED-3): final status and accounting plus the turn record.
+type Finish struct {
+	RunID       string
+	Status      RunStatus // completed or failed
+	Error       string
+	DoneStatus  drover.DoneStatus
+	ResumeToken string
+	Usage       drover.Usage
+	DurationMs  int64
+	EndedAt     time.Time
+	Messages    []Message
+	ToolCalls   []ToolCall
+}
+
+// Session is a drover session: runs that continue one vendor conversation (LED-4).
+type Session struct {
+	ID    string `json:"id"`
+	Agent string `json:"agent"`
+	// ResumeToken is the vendor token that continues the conversation now.
+	ResumeToken string `json:"resumeToken,omitempty"`
+	// HeadRunID is the run whose state the session continues from.
+	HeadRunID string `json:"headRunId,omitempty"`
+	// Heads are all former heads, oldest first (the session's turns).
+	Heads     []string  `json:"heads"`
+	CreatedAt time.Time `json:"createdAt"`
+	UpdatedAt time.Time `json:"updatedAt"`
+}
+
+// RunFilter selects runs for ListRuns; zero fields do not filter.
+type RunFilter struct {
+	Status    []RunStatus
+	Agent     string
+	SessionID string
+	ParentID  string
+	Since     time.Time // CreatedAt >= Since
+	Limit     int       // 0 = no limit
+}
+
+// Store is the ledger. Implementations are safe for concurrent use by many
+// goroutines, and several processes may share one ledger.
+type Store interface {
+	// CreateRun records a new run (status pending unless set); ErrConflict
+	// if the id exists.
+	CreateRun(ctx context.Context, r *Run) error
+	// StartRun moves a pending run to running with its process ids.
+	StartRun(ctx context.Context, id string, pid, pgid int, at time.Time) error
+	// FinishRun records a run's end in one transaction (LED-3);
+	// ErrConflict if it already ended.
+	FinishRun(ctx context.Context, f Finish) error
+	// GetRun returns one run; ErrNotFound if unknown.
+	GetRun(ctx context.Context, id string) (*Run, error)
+	// ListRuns returns runs matching f, newest first.
+	ListRuns(ctx context.Context, f RunFilter) ([]Run, error)
+	// Children returns the runs whose parent is id, oldest first.
+	Children(ctx context.Context, id string) ([]Run, error)
+	// RequestCancel marks a run for cancellation by its owner; unknown or
+	// ended runs are not an error (RUN-3).
+	RequestCancel(ctx context.Context, id string) error
+
+	// AppendEvents records events in one transaction; within a run, seqs
+	// must continue the run's last seq (ErrConflict otherwise).
+	AppendEvents(ctx context.Context, evs []Event) error
+	// Events returns a run's events with seq > afterSeq, in order, at most
+	// limit (0 = all).
+	Events(ctx context.Context, runID string, afterSeq int64, limit int) ([]Event, error)
+	// Messages and ToolCalls return a run's turn record.
+	Messages(ctx context.Context, runID string) ([]Message, error)
+	ToolCalls(ctx context.Context, runID string) ([]ToolCall, error)
+
+	// PutSession creates or replaces a session.
+	PutSession(ctx context.Context, s *Session) error
+	// AdvanceSession moves a session's head to runID with the new resume
+	// token, keeping the former head in Heads; ErrNotFound if unknown.
+	AdvanceSession(ctx context.Context, id, runID, resumeToken string, at time.Time) error
+	// GetSession returns one session; ErrNotFound if unknown.
+	GetSession(ctx context.Context, id string) (*Session, error)
+	// ListSessions returns sessions, most recently updated first.
+	ListSessions(ctx context.Context, limit int) ([]Session, error)
+
+	// Unfinished returns runs left pending or running (for reconciliation
+	// at start-up, RUN-6).
+	Unfinished(ctx context.Context) ([]Run, error)
+
+	// Close releases the store; pending writes are flushed first.
+	Close() error
+}
