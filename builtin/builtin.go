@@ -5,12 +5,16 @@ package builtin
 import (
 	"github.com/drover-run/drover"
 	"github.com/drover-run/drover/adapter/claude"
+	"github.com/drover-run/drover/adapter/codex"
+	"github.com/drover-run/drover/adapter/gemini"
 )
 
 // Registry returns a new registry holding every built-in adapter.
 func Registry() *drover.Registry {
 	reg := drover.NewRegistry()
 	must(reg.Register(claude.New(), claude.Alias))
+	must(reg.Register(codex.New()))
+	must(reg.Register(gemini.New()))
 	return reg
 }
 

@@ -28,18 +28,25 @@ import (
 // claudeBin returns the pinned claude binary, skipping unless DROVER_E2E=1.
 func claudeBin(t *testing.T) string {
 	t.Helper()
+	return vendorBin(t, "claude", "DROVER_CLAUDE_BIN")
+}
+
+// vendorBin returns a pinned vendor CLI from node_modules (or envVar),
+// skipping unless DROVER_E2E=1; then a missing CLI fails the test.
+func vendorBin(t *testing.T, name, envVar string) string {
+	t.Helper()
 	if os.Getenv("DROVER_E2E") != "1" {
 		t.Skip("real-CLI test: set DROVER_E2E=1 (scripts/test does)")
 	}
-	if p := os.Getenv("DROVER_CLAUDE_BIN"); p != "" {
+	if p := os.Getenv(envVar); p != "" {
 		return p
 	}
-	p, err := filepath.Abs("node_modules/.bin/claude")
+	p, err := filepath.Abs(filepath.Join("node_modules", ".bin", name))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(p); err != nil {
-		t.Fatalf("pinned claude not installed (run `npm ci` in e2e/): %v", err)
+		t.Fatalf("pinned %s not installed (run `npm ci` in e2e/): %v", name, err)
 	}
 	return p
 }

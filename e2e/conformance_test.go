@@ -5,6 +5,8 @@ import (
 
 	"github.com/drover-run/drover/adapter/adaptertest"
 	"github.com/drover-run/drover/adapter/claude"
+	"github.com/drover-run/drover/adapter/codex"
+	"github.com/drover-run/drover/adapter/gemini"
 )
 
 // TestConformance runs the same scenarios against every real vendor CLI.
@@ -13,6 +15,20 @@ func TestConformance(t *testing.T) {
 		adaptertest.Run(t, adaptertest.Harness{
 			Adapter:       claude.New(),
 			Binary:        claudeBin(t),
+			UnknownResume: "99999999-2222-4333-8444-555555555555",
+		})
+	})
+	t.Run("codex", func(t *testing.T) {
+		adaptertest.Run(t, adaptertest.Harness{
+			Adapter:       codex.New(),
+			Binary:        vendorBin(t, "codex", "DROVER_CODEX_BIN"),
+			UnknownResume: "99999999-2222-4333-8444-555555555555",
+		})
+	})
+	t.Run("gemini", func(t *testing.T) {
+		adaptertest.Run(t, adaptertest.Harness{
+			Adapter:       gemini.New(),
+			Binary:        vendorBin(t, "gemini", "DROVER_GEMINI_BIN"),
 			UnknownResume: "99999999-2222-4333-8444-555555555555",
 		})
 	})

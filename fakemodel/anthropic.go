@@ -49,14 +49,14 @@ type readInput struct {
 
 func (anthropicWire) tools() toolTable {
 	return toolTable{
-		shell: []toolCandidate{{"Bash", func(a toolArgs) any {
+		shell: []toolCandidate{{name: "Bash", input: func(a toolArgs) any {
 			return bashInput{Command: a.command, Description: describeCommand(a.command)}
 		}}},
 		write: []toolCandidate{
-			{"Write", func(a toolArgs) any { return writeInput{FilePath: a.absPath, Content: a.content} }},
-			{"Edit", func(a toolArgs) any { return editInput{FilePath: a.absPath, NewString: a.content} }},
+			{name: "Write", input: func(a toolArgs) any { return writeInput{FilePath: a.absPath, Content: a.content} }},
+			{name: "Edit", input: func(a toolArgs) any { return editInput{FilePath: a.absPath, NewString: a.content} }},
 		},
-		read: []toolCandidate{{"Read", func(a toolArgs) any { return readInput{FilePath: a.absPath} }}},
+		read: []toolCandidate{{name: "Read", input: func(a toolArgs) any { return readInput{FilePath: a.absPath} }}},
 	}
 }
 

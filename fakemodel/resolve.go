@@ -37,6 +37,11 @@ type exchange struct {
 	toolResults  []ToolResult
 	// cwd is the client's working directory when the request reveals it.
 	cwd string
+	// aux, when set, marks an auxiliary request the client makes besides
+	// the conversation (OpenCode's title request, Gemini's routing
+	// classifier): it is answered with auxText, not from the script, and
+	// logged with this kind.
+	aux, auxText string
 }
 
 // answer is what to reply, decided from the script.
@@ -57,8 +62,11 @@ type answer struct {
 
 // toolUse is a tool call resolved to one of the offered tools.
 type toolUse struct {
-	name  string
-	input json.RawMessage
+	name string
+	// input is the tool's JSON input; for a custom (freeform) tool, a JSON
+	// string holding the freeform text.
+	input  json.RawMessage
+	custom bool
 	// resolution says how the intent was resolved, for the request log:
 	// "intent:tool", with ":not-offered" appended when the request did not
 	// offer the tool.
@@ -80,6 +88,9 @@ type toolArgs struct {
 type toolCandidate struct {
 	name  string
 	input func(toolArgs) any
+	// custom marks a freeform tool (OpenAI's custom tools, such as Codex's
+	// apply_patch): input returns the text as a string.
+	custom bool
 }
 
 // toolTable lists, per intent, a vendor API's candidate tools in order of
@@ -178,7 +189,7 @@ func resolveCall(tc ToolCall, expand func(string) string, x *exchange, tools too
 	if err != nil {
 		panic("fakemodel: marshal tool input: " + err.Error()) // inputs are plain structs of strings
 	}
-	return toolUse{name: chosen.name, input: in, resolution: resolution(intent, chosen.name, x)}
+	return toolUse{name: chosen.name, input: in, custom: chosen.custom, resolution: resolution(intent, chosen.name, x)}
 }
 
 func resolution(intent, tool string, x *exchange) string {
@@ -227,13 +238,15 @@ func expandJSON(raw json.RawMessage, expand func(string) string) json.RawMessage
 // cwdPatterns find the client's working directory in request texts: Claude
 // Code's environment section ("Primary working directory: /path"; in a
 // mid-conversation system message since 2.1.330, in the system prompt
-// before), its --bare system prompt ("CWD: /path"), older versions'
-// "Working directory: /path", and Codex's <cwd>/path</cwd>.
+// before), its --bare system prompt ("CWD: /path"), older versions' and
+// OpenCode's "Working directory: /path", Codex's <cwd>/path</cwd>, and the
+// first of Gemini CLI's "Workspace Directories" in its <session_context>.
 var cwdPatterns = []*regexp.Regexp{
 	regexp.MustCompile(`(?m)Primary working directory:[ \t]*(\S[^\r\n]*?)[ \t]*\r?$`),
 	regexp.MustCompile(`(?m)^CWD:[ \t]*(\S[^\r\n]*?)[ \t]*\r?$`),
 	regexp.MustCompile(`(?m)Working directory:[ \t]*(\S[^\r\n]*?)[ \t]*\r?$`),
 	regexp.MustCompile(`<cwd>\s*([^<\r\n]+?)\s*</cwd>`),
+	regexp.MustCompile(`(?m)Workspace Directories:\**[ \t]*\r?\n[ \t]*-[ \t]*(\S[^\r\n]*?)[ \t]*\r?$`),
 }
 
 // findCwd returns the absolute working directory the first revealing text
@@ -308,4 +321,75 @@ func splitRunes(s string, n int) []string {
 		rest = rest[cut:]
 	}
 	return append(out, rest)
+}
+
+// injectedBlock reports whether a user text is context the client injected
+// rather than words the user typed: one whole <tag>…</tag> block (Codex's
+// <environment_context> and <user_instructions>, Gemini CLI's
+// <session_context>), or Codex's "# AGENTS.md instructions for …" block.
+func injectedBlock(text string) bool {
+	t := strings.TrimSpace(text)
+	if strings.HasPrefix(t, "# AGENTS.md instructions for ") {
+		return true
+	}
+	if len(t) < 3 || t[0] != '<' {
+		return false
+	}
+	end := strings.IndexAny(t, " >\n")
+	if end < 2 || t[end] == '\n' {
+		return false
+	}
+	tag := t[1:end]
+	for _, r := range tag {
+		if !(r == '_' || r == '-' || 'a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' || '0' <= r && r <= '9') {
+			return false
+		}
+	}
+	return strings.HasSuffix(t, "</"+tag+">")
+}
+
+// turnCounter counts the model turns after the prompt: a run of
+// consecutive model messages (or output items) is one turn, ended by
+// anything the client sends back (tool results, a user message).
+type turnCounter struct {
+	turns  int
+	inTurn bool
+}
+
+// model records a model message or item.
+func (c *turnCounter) model() {
+	if !c.inTurn {
+		c.turns++
+	}
+	c.inTurn = true
+}
+
+// client records a message or item from the client side.
+func (c *turnCounter) client() { c.inTurn = false }
+
+// shellQuote quotes s for a POSIX shell.
+func shellQuote(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-./,:=+@%") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// shellWrite is a shell command that writes content to path exactly, for
+// clients that have a shell tool but no file-writing tool.
+func shellWrite(path, content string) string {
+	return "printf '%s' " + shellQuote(content) + " > " + shellQuote(path)
+}
+
+// titleOf makes a short title from a prompt: its first line, at most 50
+// characters.
+func titleOf(prompt string) string {
+	line, _, _ := strings.Cut(strings.TrimSpace(prompt), "\n")
+	if r := []rune(line); len(r) > 50 {
+		line = strings.TrimSpace(string(r[:50])) + "…"
+	}
+	if line == "" {
+		return "Fakemodel session"
+	}
+	return line
 }

@@ -55,7 +55,8 @@ type Rule struct {
 // "fakemodel: script exhausted", so a test notices a conversation that went
 // further than its script.
 type Step struct {
-	// Thinking, when set, is sent as a thinking block before anything else.
+	// Thinking, when set, is sent before anything else: a thinking block, a
+	// reasoning item (summary), reasoning_content, or thought parts.
 	Thinking string `json:"thinking,omitempty"`
 	// Text is the assistant's text; streamed as a few deltas split on word
 	// boundaries.
@@ -71,8 +72,8 @@ type Step struct {
 	// server is closed.
 	DelayMs int `json:"delayMs,omitempty"`
 	// Cut applies to streaming requests only: the server sends the stream's
-	// start and its first content delta, then aborts the connection without
-	// the stream's terminal event. A non-streaming request for the same step
+	// start and its first content delta (Gemini: its first chunk), then
+	// aborts the connection without the stream's terminal event. A non-streaming request for the same step
 	// gets the full answer (Claude Code retries a broken stream that way).
 	Cut bool `json:"cut,omitempty"`
 	// ChunkDelayMs pauses between streamed events, so a client can be
@@ -80,26 +81,40 @@ type Step struct {
 	ChunkDelayMs int `json:"chunkDelayMs,omitempty"`
 	// Usage is the token usage reported; nil means input 10, output 5.
 	Usage *Usage `json:"usage,omitempty"`
-	// StopReason overrides the stop reason sent to the client (default
-	// end_turn, or tool_use when Tools is non-empty). It is passed through
-	// verbatim, so it is vendor-specific.
+	// StopReason overrides the stop reason sent to the client (Anthropic
+	// default end_turn, or tool_use when Tools is non-empty; Chat
+	// finish_reason stop / tool_calls; Gemini finishReason STOP). It is
+	// passed through verbatim, so it is vendor-specific. The Responses API
+	// has none: there it ends the stream with response.incomplete, with
+	// incomplete_details.reason set to it.
 	StopReason string `json:"stopReason,omitempty"`
 }
 
 // ToolCall is a tool call by intent, resolved against the tools the request
 // offers, so one script drives every vendor. Exactly one intent must be set:
 //
-//	{"shell":"ls -la"}                        run a shell command (Anthropic: Bash {command, description})
-//	{"write":"hello.txt","content":"hi\n"}    create a file (Anthropic: Write {file_path, content}, else Edit with an empty old_string)
-//	{"read":"hello.txt"}                      read a file (Anthropic: Read {file_path})
+//	{"shell":"ls -la"}                        run a shell command
+//	{"write":"hello.txt","content":"hi\n"}    create a file
+//	{"read":"hello.txt"}                      read a file
 //	{"name":"mcp__echo__echo","input":{...}}  call exactly that tool with that input (default {})
+//
+// The tools per vendor API (first offered wins):
+//
+//	       Anthropic        OpenAI Responses (Codex)                 Chat Completions (OpenCode)  Gemini
+//	shell  Bash             exec_command, shell_command, shell        bash                         run_shell_command
+//	write  Write, Edit      apply_patch (freeform patch), shell       write, edit                  write_file
+//	read   Read             shell: cat PATH                           read                         read_file
+//
+// For Responses, a name "NS.TOOL" (or an MCP name mcp__SERVER__TOOL that
+// is not offered as such) is called as TOOL in namespace NS.
 //
 // Each intent has a list of candidate tools per vendor API; the first one
 // the request offers is called. When none is offered, the first candidate is
 // called anyway (a model calling a missing tool is a useful test) and the
 // request log records the resolution as not-offered. Relative write and read
 // paths are joined to the working directory found in the request when there
-// is one, because Claude Code's file tools require absolute paths.
+// is one, because Claude Code's and OpenCode's file tools require absolute
+// paths (Codex's are sent as written).
 type ToolCall struct {
 	Shell   string          `json:"shell,omitempty"`
 	Write   string          `json:"write,omitempty"`
@@ -110,7 +125,10 @@ type ToolCall struct {
 }
 
 // HTTPError is a scripted HTTP error answer. The body has the vendor's error
-// shape; for Anthropic the error type follows the status: 400
+// shape (OpenAI {"error":{"message","type","code","param"}} with
+// "retry-after: 0" and "retry-after-ms: 0" on every error; Google
+// {"error":{"code","message","status"}}); for Anthropic the error type
+// follows the status: 400
 // invalid_request_error, 401 authentication_error, 403 permission_error, 404
 // not_found_error, 413 request_too_large, 429 rate_limit_error, 500
 // api_error, 529 overloaded_error (other 4xx invalid_request_error, other 5xx
@@ -123,11 +141,21 @@ type HTTPError struct {
 }
 
 // Usage is the token usage a step reports.
+//
+// Each field is sent as the vendor's own counter, verbatim:
+//
+//	          Anthropic                    OpenAI Responses                      Chat Completions                             Gemini
+//	Input     input_tokens                 input_tokens                          prompt_tokens                                promptTokenCount
+//	Output    output_tokens                output_tokens                         completion_tokens                            candidatesTokenCount
+//	CacheRead cache_read_input_tokens      input_tokens_details.cached_tokens    prompt_tokens_details.cached_tokens          cachedContentTokenCount
+//	CacheWrite cache_creation_input_tokens -                                     -                                            -
+//	Reasoning -                            output_tokens_details.reasoning_tokens completion_tokens_details.reasoning_tokens thoughtsTokenCount
 type Usage struct {
 	Input      int `json:"input"`
 	Output     int `json:"output"`
 	CacheRead  int `json:"cacheRead"`
 	CacheWrite int `json:"cacheWrite"`
+	Reasoning  int `json:"reasoning,omitempty"`
 }
 
 // ParseScript decodes and validates a script. Decoding is strict: an unknown
@@ -254,7 +282,7 @@ func validateStep(st *Step) error {
 	if st.DelayMs < 0 || st.ChunkDelayMs < 0 {
 		return errors.New("delayMs and chunkDelayMs cannot be negative")
 	}
-	if u := st.Usage; u != nil && (u.Input < 0 || u.Output < 0 || u.CacheRead < 0 || u.CacheWrite < 0) {
+	if u := st.Usage; u != nil && (u.Input < 0 || u.Output < 0 || u.CacheRead < 0 || u.CacheWrite < 0 || u.Reasoning < 0) {
 		return errors.New("usage cannot be negative")
 	}
 	for k, tc := range st.Tools {

@@ -62,7 +62,7 @@ func TestParseScriptValid(t *testing.T) {
 	if len(s.Rules) != 1 || len(s.Rules[0].Steps) != 2 || len(s.Rules[0].Steps[0].Tools) != 4 {
 		t.Fatalf("parsed %+v", s)
 	}
-	if u := s.Rules[0].Steps[0].Usage; u == nil || *u != (Usage{1, 2, 3, 4}) {
+	if u := s.Rules[0].Steps[0].Usage; u == nil || *u != (Usage{Input: 1, Output: 2, CacheRead: 3, CacheWrite: 4}) {
 		t.Errorf("usage %+v", u)
 	}
 }

@@ -25,6 +25,11 @@ const maxBody = 32 << 20
 //
 //	POST /v1/messages               Anthropic Messages (SSE when the body has "stream":true, else JSON); any query string
 //	POST /v1/messages/count_tokens  {"input_tokens":N}
+//	POST /v1/responses              OpenAI Responses (SSE when "stream":true, else JSON)
+//	POST /v1/chat/completions       OpenAI Chat Completions (SSE chunks and [DONE] when "stream":true, else JSON)
+//	POST /v1beta/models/M:streamGenerateContent  Gemini, SSE
+//	POST /v1beta/models/M:generateContent        Gemini, JSON
+//	POST /v1beta/models/M:countTokens            {"totalTokens":N}
 //	HEAD / and GET /                200
 //	GET  /_fakemodel/requests       the request log as a JSON array
 //	PUT  /_fakemodel/script         replace the script (body: script JSON)
@@ -66,7 +71,8 @@ type Request struct {
 	// Method is the HTTP method; Path the request path with any query string.
 	Method string `json:"method"`
 	Path   string `json:"path"`
-	// API is the vendor API of the endpoint ("anthropic"), "" for other paths.
+	// API is the vendor API of the endpoint ("anthropic", "openai-responses",
+	// "openai-chat", "gemini"), "" for other paths.
 	API    string `json:"api,omitempty"`
 	Model  string `json:"model,omitempty"`
 	Stream bool   `json:"stream,omitempty"`
@@ -83,6 +89,11 @@ type Request struct {
 	ToolsOffered []string `json:"toolsOffered,omitempty"`
 	// ToolResults are the tool results after the prompt message.
 	ToolResults []ToolResult `json:"toolResults,omitempty"`
+	// Aux marks an auxiliary request, answered without the script: "title"
+	// (OpenCode's title request: no tools, a title-generator prompt) or
+	// "json-schema" (a Gemini generateContent request for structured output,
+	// such as its model router's classifier).
+	Aux string `json:"aux,omitempty"`
 	// Rule is the name of the matching rule ("rules[i]" when unnamed; ""
 	// when none matched); Step the index of the step that answered.
 	Rule string `json:"rule,omitempty"`
@@ -374,6 +385,11 @@ func (s *Server) serveTurn(w http.ResponseWriter, r *http.Request, wi wire, body
 	rec.Model, rec.Stream, rec.Prompt = x.model, x.stream, x.prompt
 	rec.UserTexts, rec.ToolsOffered, rec.ToolResults = x.userTexts, x.toolsOffered, x.toolResults
 
+	if x.aux != "" {
+		rec.Aux = x.aux
+		wi.writeAnswer(r.Context(), w, x, &answer{text: x.auxText, usage: Usage{Input: 10, Output: 5}})
+		return
+	}
 	a := s.prog.Load().resolve(x, wi.tools())
 	rec.Rule, rec.Step = a.rule, a.step
 	for _, c := range a.calls {

@@ -10,9 +10,8 @@ import (
 )
 
 // wire is one vendor API's encoding: it decodes a model request into the
-// neutral exchange and encodes a neutral answer. Adding a vendor API
-// (OpenAI Responses, Chat Completions, Gemini) is one file implementing
-// wire plus its entry in wires.
+// neutral exchange and encodes a neutral answer. Adding a vendor API is one
+// file implementing wire plus its entry in wires.
 type wire interface {
 	// name is the API's name in the request log, e.g. "anthropic".
 	name() string
@@ -32,7 +31,7 @@ type wire interface {
 }
 
 // wires are the vendor APIs the server speaks.
-var wires = []wire{anthropicWire{}}
+var wires = []wire{anthropicWire{}, responsesWire{}, chatWire{}, geminiWire{}}
 
 // endpoint is one HTTP endpoint of a wire.
 type endpoint struct {

@@ -139,7 +139,7 @@ func New(ctx context.Context, eng *drover.Engine, st store.Store, cfg Config) (*
 		cfg.Append = func(ctx context.Context, ev store.Event) error { return st.AppendEvents(ctx, []store.Event{ev}) }
 	}
 	s := &Supervisor{eng: eng, st: st, cfg: cfg, active: map[string]*active{}}
-	if err := s.reconcile(ctx); err != nil {
+	if err := Reconcile(ctx, st, cfg.Owner); err != nil {
 		return nil, fmt.Errorf("reconcile ledger: %w", err)
 	}
 	// Runs must outlive the request that started them, so their context
@@ -170,21 +170,23 @@ func ownerAlive(owner string) bool {
 	return processAlive(pid)
 }
 
-func (s *Supervisor) reconcile(ctx context.Context) error {
-	runs, err := s.st.Unfinished(ctx)
+// Reconcile marks runs left pending or running by a drover process that is
+// gone as failed "engine restart", killing their recorded process groups if
+// still alive (RUN-6). owner is the calling process's owner name: runs
+// recorded under it come from a dead process that had the same pid.
+func Reconcile(ctx context.Context, st store.Store, owner string) error {
+	runs, err := st.Unfinished(ctx)
 	if err != nil {
 		return err
 	}
 	for _, r := range runs {
-		// A run recorded under our own owner name is from a dead process
-		// whose pid we now have; any other live owner still supervises its own.
-		if r.Owner != s.cfg.Owner && ownerAlive(r.Owner) {
-			continue
+		if r.Owner != owner && ownerAlive(r.Owner) {
+			continue // another live drover supervises it
 		}
 		if r.Pgid > 1 && proc.GroupAlive(r.Pgid) {
 			_ = proc.KillGroup(r.Pgid)
 		}
-		err := s.st.FinishRun(ctx, store.Finish{RunID: r.ID, Status: store.StatusFailed,
+		err := st.FinishRun(ctx, store.Finish{RunID: r.ID, Status: store.StatusFailed,
 			Error: store.ReasonEngineRestart, DoneStatus: drover.StatusError, EndedAt: time.Now()})
 		if err != nil && !errors.Is(err, store.ErrConflict) {
 			return err

@@ -97,7 +97,7 @@ func (a *Adapter) Prepare(_ string, req drover.Request) (*runner.Launch, error) 
 		return nil, err
 	}
 	return &runner.Launch{
-		Spec: proc.Spec{Args: args, Env: env, Dir: req.Options.Cwd, Stdin: strings.NewReader(req.Prompt)},
+		Spec:       proc.Spec{Args: args, Env: env, Dir: req.Options.Cwd, Stdin: strings.NewReader(req.Prompt)},
 		Translator: newTranslator(req.SessionID, time.Now, req.Options.Resume != ""),
 	}, nil
 }

@@ -109,7 +109,8 @@ event stream, one permission model, parallel runs and clean cancellation.`,
 		SilenceErrors: true,
 	}
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
-	root.AddCommand(newRunCmd(e), newAgentsCmd(e), newFakemodelCmd(e))
+	root.AddCommand(newRunCmd(e), newAgentsCmd(e), newFakemodelCmd(e),
+		newPsCmd(e), newShowCmd(e), newLogsCmd(e), newCancelCmd(e), newWaitCmd(e), newSessionsCmd(e))
 	return root
 }
 

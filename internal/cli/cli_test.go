@@ -33,7 +33,23 @@ func TestMain(m *testing.M) {
 		fakeClaude(mode)
 		os.Exit(0)
 	}
-	goleak.VerifyTestMain(m)
+	// Every test records into a throwaway ledger and state directory,
+	// never the user's.
+	tmp, err := os.MkdirTemp("", "drover-cli-test")
+	if err != nil {
+		panic(err)
+	}
+	os.Setenv("DROVER_DB", filepath.Join(tmp, "drover.db"))
+	os.Setenv("XDG_STATE_HOME", tmp)
+	code := m.Run()
+	os.RemoveAll(tmp)
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, "goleak:", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
 }
 
 const (

@@ -3,17 +3,22 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"iter"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/drover-run/drover"
 	"github.com/drover-run/drover/builtin"
 	"github.com/drover-run/drover/fakemodel"
+	"github.com/drover-run/drover/runs"
+	"github.com/drover-run/drover/store"
 	"github.com/spf13/cobra"
 )
 
@@ -39,6 +44,8 @@ type runFlags struct {
 	fakeScript      string
 	fakeLog         string
 	isolate         bool
+	db              string
+	session         string
 }
 
 func newRunCmd(e *env) *cobra.Command {
@@ -75,6 +82,8 @@ usage error, 130 after SIGINT once every run has ended interrupted.`,
 	fl.StringVar(&f.configDir, "config-dir", "", "give the agent its own configuration home in this directory")
 	fl.BoolVar(&f.isolate, "isolate", false, "give each run its own new configuration home under drover's state directory (printed; pass it to --config-dir to resume)")
 	fl.IntVar(&f.apiRetries, "api-retries", -1, "cap the agent's own retries of failed model API calls")
+	fl.StringVar(&f.session, "session", "", "continue this drover session (see 'drover sessions'); the vendor's resume token is passed underneath")
+	addDBFlag(cmd, &f.db)
 	fl.BoolVar(&f.fakemodel, "fakemodel", false, "run offline against drover's built-in scripted model server")
 	fl.StringVar(&f.fakeScript, "fakemodel-script", "", "script file for --fakemodel (default: the built-in demo script)")
 	fl.StringVar(&f.fakeLog, "fakemodel-log", "", "append every request fakemodel receives to this file, one JSON line each")
@@ -152,20 +161,117 @@ func runRun(ctx context.Context, e *env, f *runFlags, args []string) error {
 			specs[i].Options.ConfigDir = filepath.Join(opts.ConfigDir, runLabel(f.agents, i))
 		}
 	}
-	var p printer = newHuman(e.stdout, len(specs) > 1, f.partial)
+	if f.session != "" && f.resume != "" {
+		return usagef("--session and --resume exclude each other")
+	}
+	human := newHuman(e.stdout, len(specs) > 1, f.partial)
+	var p printer = human
 	if f.json {
 		p = &jsonPrinter{w: e.stdout}
 	}
-	statuses := map[string]drover.DoneStatus{}
-	for ev := range engine.RunParallel(ctx, specs) {
-		if err := p.print(ev); err != nil {
-			return fmt.Errorf("write output: %w", err)
+	return withLedger(ctx, f.db, max(len(specs), 8), func(sup *runs.Supervisor, st store.Store) error {
+		// Runs are cancelled explicitly when ctx ends (a signal), so that
+		// following and recording go on until every run has ended.
+		bg := context.WithoutCancel(ctx)
+		var ids []string
+		for _, spec := range specs {
+			id, err := sup.Start(bg, runs.StartRequest{Agent: spec.Agent, Prompt: spec.Prompt, Options: spec.Options,
+				SessionID: f.session, Timeout: spec.Options.Timeout})
+			if err != nil {
+				for _, started := range ids {
+					_ = sup.Cancel(bg, started)
+				}
+				if errors.Is(err, store.ErrNotFound) {
+					return usagef("%v (see 'drover sessions')", err)
+				}
+				return err
+			}
+			ids = append(ids, id)
+			label := spec.ID
+			if label == "" {
+				label = spec.Agent
+			}
+			human.labels[id] = label
+			fmt.Fprintf(e.stderr, "drover: %s: run %s\n", label, id)
 		}
-		if d, ok := ev.Done(); ok {
-			statuses[ev.RunID] = d.Status
+		stop := context.AfterFunc(ctx, func() {
+			for _, id := range ids {
+				_ = sup.Cancel(bg, id)
+			}
+		})
+		defer stop()
+
+		var printErr error
+		for ev, err := range mergeFollow(bg, sup, ids) {
+			if err != nil {
+				return err
+			}
+			if printErr == nil {
+				if printErr = printStored(p, ev); printErr != nil {
+					// Keep draining so every run still ends and is recorded.
+					for _, id := range ids {
+						_ = sup.Cancel(bg, id)
+					}
+				}
+			}
+		}
+		if printErr != nil {
+			return fmt.Errorf("write output: %w", printErr)
+		}
+		recs, err := sup.Await(bg, ids...)
+		if err != nil {
+			return err
+		}
+		statuses := map[string]drover.DoneStatus{}
+		for _, r := range recs {
+			statuses[r.ID] = r.DoneStatus
+		}
+		return exitFor(ctx, statuses)
+	})
+}
+
+// mergeFollow follows several runs at once, yielding their events as they
+// are persisted. Its goroutines are owned by the iteration: breaking out
+// stops and waits for them.
+func mergeFollow(ctx context.Context, sup *runs.Supervisor, ids []string) iter.Seq2[store.Event, error] {
+	return func(yield func(store.Event, error) bool) {
+		ctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		type item struct {
+			ev  store.Event
+			err error
+		}
+		ch := make(chan item)
+		var wg sync.WaitGroup
+		for _, id := range ids {
+			wg.Go(func() {
+				for ev, err := range sup.Follow(ctx, id, 0) {
+					select {
+					case ch <- item{ev, err}:
+					case <-ctx.Done():
+						return
+					}
+					if err != nil {
+						return
+					}
+				}
+			})
+		}
+		go func() { wg.Wait(); close(ch) }()
+		defer func() {
+			cancel()
+			for range ch { // drain so every follower ends
+			}
+		}()
+		for it := range ch {
+			if it.err != nil && ctx.Err() != nil {
+				return
+			}
+			if !yield(it.ev, it.err) {
+				return
+			}
 		}
 	}
-	return exitFor(ctx, statuses)
 }
 
 // exitFor maps how the runs ended to drover's exit status.
@@ -336,12 +442,13 @@ type human struct {
 	multi   bool
 	partial bool
 	color   bool
-	inDelta map[string]bool // run printed text deltas not yet closed by its text
+	inDelta map[string]bool   // run printed text deltas not yet closed by its text
+	labels  map[string]string // run id → short label for interleaved output
 }
 
 func newHuman(w io.Writer, multi, partial bool) *human {
 	color := os.Getenv("NO_COLOR") == "" && isTerminal(w)
-	return &human{w: w, multi: multi, partial: partial && !multi, color: color, inDelta: map[string]bool{}}
+	return &human{w: w, multi: multi, partial: partial && !multi, color: color, inDelta: map[string]bool{}, labels: map[string]string{}}
 }
 
 func (h *human) paint(code, s string) string {
@@ -353,7 +460,11 @@ func (h *human) paint(code, s string) string {
 
 func (h *human) line(ev drover.Event, s string) error {
 	if h.multi {
-		s = h.paint("36", "["+ev.RunID+"] ") + s
+		label := h.labels[ev.RunID]
+		if label == "" {
+			label = ev.RunID
+		}
+		s = h.paint("36", "["+label+"] ") + s
 	}
 	_, err := fmt.Fprintln(h.w, s)
 	return err

@@ -1,0 +1,481 @@
+// Package codex is drover's adapter for OpenAI's Codex CLI
+// (`codex exec --json`). Its native → UES mapping, its tier → flag table and
+// the measurements behind them are in docs/adapters/codex.md.
+package codex
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"iter"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/drover-run/drover"
+	"github.com/drover-run/drover/internal/proc"
+	"github.com/drover-run/drover/internal/runner"
+)
+
+const (
+	// ID is the adapter id stamped on events.
+	ID = "codex"
+	// BinaryEnv names the environment variable that overrides the binary path.
+	BinaryEnv = "DROVER_CODEX_BIN"
+	// TestedVersions is the version range this adapter is proven against.
+	TestedVersions = "0.169.0"
+	// DefaultEndpointModel is the model passed with -m when an Endpoint is
+	// set and no Model is: a slug from Codex's bundled catalog, so Codex
+	// neither warns about unknown model metadata nor changes its tool set.
+	DefaultEndpointModel = "gpt-5.5"
+	// APIKeyEnv is the variable the drover provider's env_key names; Codex
+	// sends its value as the bearer token to Endpoint.BaseURL.
+	APIKeyEnv = "DROVER_CODEX_API_KEY"
+	// providerID is the model provider drover defines with -c overrides for
+	// an Endpoint (Codex refuses to redefine its built-in "openai").
+	providerID = "drover"
+)
+
+var testedVersions = []string{"0.169.0"}
+
+// Adapter runs the Codex CLI. The zero value is not usable; call New.
+type Adapter struct {
+	linger time.Duration
+	grace  time.Duration
+}
+
+var (
+	_ drover.Adapter = (*Adapter)(nil)
+	_ runner.Vendor  = (*Adapter)(nil)
+)
+
+// New returns a Codex adapter.
+func New() *Adapter {
+	return &Adapter{linger: 2 * time.Second, grace: 3 * time.Second}
+}
+
+// ID returns "codex".
+func (a *Adapter) ID() string { return ID }
+
+// Capabilities reports what Codex honours. MaxTurns, MaxBudgetUSD and
+// PartialText are not: `codex exec` has no turn or budget limit and prints
+// agent messages only whole. APIRetries additionally needs an Endpoint
+// (checked in Prepare).
+func (a *Adapter) Capabilities() drover.Capabilities {
+	return drover.Capabilities{
+		Tiers:  slices.Clone(drover.Tiers),
+		Resume: true, AllowedTools: true, DisallowedTools: true, AddDirs: true, SystemPrompt: true,
+		Thinking: true, ConfigDir: true, Endpoint: true, APIRetries: true,
+	}
+}
+
+// Available runs `codex --version` (ADP-4).
+func (a *Adapter) Available(ctx context.Context) drover.Availability {
+	return runner.Available(ctx, func() (string, error) { return a.Binary(drover.Options{}) }, []string{"--version"}, testedVersions)
+}
+
+// Run starts codex and yields its events. See drover.Adapter for the contract.
+func (a *Adapter) Run(ctx context.Context, req drover.Request) iter.Seq2[drover.Event, error] {
+	return func(yield func(drover.Event, error) bool) {
+		runner.Run(ctx, a, req, runner.Settings{Linger: a.linger, Grace: a.grace}, yield)
+	}
+}
+
+// Binary finds codex: Options.Binary, DROVER_CODEX_BIN, or PATH.
+func (a *Adapter) Binary(opts drover.Options) (string, error) {
+	if opts.Binary != "" {
+		return opts.Binary, nil
+	}
+	return proc.LookPath("codex", BinaryEnv)
+}
+
+// Prepare builds one codex process: flags and -c overrides from the
+// options, the prompt on stdin, and the environment.
+func (a *Adapter) Prepare(_ string, req drover.Request) (*runner.Launch, error) {
+	opts := req.Options
+	args, err := Args(opts)
+	if err != nil {
+		return nil, err
+	}
+	env, home, err := a.env(opts)
+	if err != nil {
+		return nil, err
+	}
+	cwd := opts.Cwd
+	if cwd == "" {
+		cwd, _ = os.Getwd()
+	}
+	tr := newTranslator(req.SessionID, time.Now, runInfo{
+		resume:    opts.Resume != "",
+		model:     model(opts),
+		cwd:       cwd,
+		tier:      opts.EffectiveTier(),
+		tools:     offeredTools(opts),
+		removed:   removedTools(opts),
+		codexHome: home,
+	})
+	return &runner.Launch{
+		// The prompt goes on stdin ("-" below): Codex reads stdin to EOF
+		// before it starts, and proc closes the pipe after the prompt.
+		Spec:       proc.Spec{Args: args, Env: env, Dir: opts.Cwd, Stdin: strings.NewReader(req.Prompt)},
+		Translator: tr,
+	}, nil
+}
+
+var uuidRe = regexp.MustCompile(`^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$`)
+
+// model is the model drover asks for: Options.Model, else the bundled slug
+// when an Endpoint is set, else "" (Codex's own default from its config).
+func model(opts drover.Options) string {
+	if opts.Model != "" {
+		return opts.Model
+	}
+	if opts.Endpoint != nil {
+		return DefaultEndpointModel
+	}
+	return ""
+}
+
+// Args returns the codex command-line arguments for opts (the prompt goes on
+// stdin, read by the final "-"). It is exported so the flag mapping can be
+// read and tested.
+func Args(opts drover.Options) ([]string, error) {
+	if opts.Resume != "" && !uuidRe.MatchString(opts.Resume) {
+		// `codex exec resume NAME` with a NAME that is not a thread UUID
+		// silently starts a new thread; drover never hands out such tokens,
+		// so one is refused rather than risk a silently fresh conversation.
+		return nil, &drover.Error{Code: drover.CodeUnsupportedOption,
+			Message: fmt.Sprintf("codex resumes only thread UUIDs; %q is not one", opts.Resume)}
+	}
+	if opts.APIRetries != nil && opts.Endpoint == nil {
+		return nil, &drover.Error{Code: drover.CodeUnsupportedOption,
+			Message: "apiRetries needs an endpoint with codex: its built-in providers' retry counts cannot be overridden"}
+	}
+	tierArgs, err := TierArgs(opts.EffectiveTier())
+	if err != nil {
+		return nil, err
+	}
+	toolArgs, err := toolOverrides(opts)
+	if err != nil {
+		return nil, err
+	}
+	args := []string{"exec", "--json", "--skip-git-repo-check"}
+	args = append(args, tierArgs...)
+	if m := model(opts); m != "" {
+		args = append(args, "-m", m)
+	}
+	for _, d := range opts.AddDirs {
+		args = append(args, "--add-dir", d)
+	}
+	args = append(args, toolArgs...)
+	if opts.SystemPrompt != "" {
+		// developer_instructions is added as a developer message after
+		// Codex's own instructions (measured: the first content block of
+		// the second developer message), i.e. appended.
+		args = append(args, "-c", "developer_instructions="+tomlString(opts.SystemPrompt))
+	}
+	if ep := opts.Endpoint; ep != nil {
+		provider := "{name=" + tomlString(providerID) +
+			",base_url=" + tomlString(strings.TrimSuffix(ep.BaseURL, "/")+"/v1") +
+			",wire_api=\"responses\""
+		if ep.APIKey != "" {
+			provider += ",env_key=" + tomlString(APIKeyEnv)
+		}
+		if r := opts.APIRetries; r != nil {
+			n := strconv.Itoa(*r)
+			provider += ",request_max_retries=" + n + ",stream_max_retries=" + n
+		}
+		provider += "}"
+		args = append(args,
+			"-c", "model_provider="+tomlString(providerID),
+			"-c", "model_providers."+providerID+"="+provider,
+			// Without these two Codex exports metrics to ab.chatgpt.com at
+			// exit and syncs curated plugins from github.com and chatgpt.com
+			// (+5 s per run offline, measured).
+			"-c", "analytics.enabled=false",
+			"-c", "features.plugins=false",
+		)
+	}
+	if opts.Resume != "" {
+		// Flags must precede the subcommand: `resume` has no -s.
+		args = append(args, "resume", opts.Resume)
+	}
+	return append(args, "-"), nil
+}
+
+// TierArgs returns the flags and config overrides that enforce tier
+// (PERM-1). The table and the measurements behind it are in
+// docs/adapters/codex.md.
+//
+// Below autonomous, --ignore-rules is passed: execpolicy .rules files (the
+// user's or a project's) can allow commands that would otherwise be refused,
+// which would widen the tier.
+func TierArgs(tier drover.Tier) ([]string, error) {
+	switch tier {
+	case drover.TierSandbox:
+		// No shell, no image viewer, no web search, no goals; apply_patch
+		// cannot be removed, but the read-only sandbox rejects every patch.
+		return []string{"-s", "read-only", "--ignore-rules",
+			"-c", "features.shell_tool=false", "-c", "features.view_image=false",
+			"-c", "features.goals=false", "-c", `web_search="disabled"`}, nil
+	case drover.TierDryRun:
+		return []string{"-s", "read-only", "--ignore-rules"}, nil
+	case drover.TierSupervised:
+		// workspace-write alone also lets commands and patches write to
+		// /tmp and $TMPDIR (measured); a user config may open the network or
+		// add writable roots. Pin all of it.
+		return []string{"-s", "workspace-write", "--ignore-rules",
+			"-c", "sandbox_workspace_write.network_access=false",
+			"-c", "sandbox_workspace_write.exclude_slash_tmp=true",
+			"-c", "sandbox_workspace_write.exclude_tmpdir_env_var=true",
+			"-c", "sandbox_workspace_write.writable_roots=[]"}, nil
+	case drover.TierAutonomous:
+		return []string{"--dangerously-bypass-approvals-and-sandbox"}, nil
+	}
+	return nil, &drover.Error{Code: drover.CodeUnsupportedOption, Message: fmt.Sprintf("unknown tier %q", tier)}
+}
+
+// defaultTools are the tools Codex 0.169.0 offers the bundled models with
+// the default features (measured from the request body), in its order.
+var defaultTools = []string{"exec_command", "write_stdin", "request_user_input", "apply_patch", "view_image",
+	"get_goal", "create_goal", "update_goal", "tool_search", "web_search"}
+
+// toolSwitch is one config override that removes a group of tools; Codex
+// can remove tools only in these groups.
+type toolSwitch struct {
+	tools    []string
+	override string
+}
+
+var toolSwitches = []toolSwitch{
+	{[]string{"exec_command", "write_stdin"}, "features.shell_tool=false"},
+	{[]string{"view_image"}, "features.view_image=false"},
+	{[]string{"get_goal", "create_goal", "update_goal"}, "features.goals=false"},
+	{[]string{"web_search"}, `web_search="disabled"`},
+}
+
+// tierRemoved are the tool groups a tier's own flags already remove.
+func tierRemoved(t drover.Tier) []string {
+	if t == drover.TierSandbox {
+		return []string{"exec_command", "write_stdin", "view_image", "get_goal", "create_goal", "update_goal", "web_search"}
+	}
+	return nil
+}
+
+// toolOverrides maps AllowedTools/DisallowedTools (ENG-013, exact names) to
+// the switches that remove the filtered-out tools. A filtered-out tool Codex
+// cannot remove (apply_patch, request_user_input, tool_search, or half of a
+// group) refuses the run.
+func toolOverrides(opts drover.Options) ([]string, error) {
+	if len(opts.AllowedTools) == 0 && len(opts.DisallowedTools) == 0 {
+		return nil, nil
+	}
+	var out []string
+	tierGone := tierRemoved(opts.EffectiveTier())
+	for _, sw := range toolSwitches {
+		var keep, drop []string
+		for _, t := range sw.tools {
+			if opts.ToolAllowed(t) {
+				keep = append(keep, t)
+			} else {
+				drop = append(drop, t)
+			}
+		}
+		switch {
+		case len(drop) == 0:
+		case len(keep) > 0:
+			return nil, &drover.Error{Code: drover.CodeUnsupportedOption, Message: fmt.Sprintf(
+				"codex can remove %s only together; the tool filter keeps %s", strings.Join(sw.tools, ", "), strings.Join(keep, ", "))}
+		case !slices.Contains(tierGone, sw.tools[0]):
+			out = append(out, "-c", sw.override)
+		}
+	}
+	for _, t := range defaultTools {
+		if !opts.ToolAllowed(t) && !slices.ContainsFunc(toolSwitches, func(s toolSwitch) bool { return slices.Contains(s.tools, t) }) {
+			return nil, &drover.Error{Code: drover.CodeUnsupportedOption, Message: fmt.Sprintf(
+				"codex cannot remove its %s tool; the tool filter must allow it", t)}
+		}
+	}
+	return out, nil
+}
+
+// removedTools lists the native tools the options remove (tier and tool
+// filter); a call to one of them is a denial, not a model error.
+func removedTools(opts drover.Options) []string {
+	gone := slices.Clone(tierRemoved(opts.EffectiveTier()))
+	for _, t := range defaultTools {
+		if !opts.ToolAllowed(t) && !slices.Contains(gone, t) {
+			gone = append(gone, t)
+		}
+	}
+	return gone
+}
+
+// offeredTools is the tool list reported in the synthesized init: the
+// measured default set minus what the options remove.
+func offeredTools(opts drover.Options) []string {
+	gone := removedTools(opts)
+	out := []string{}
+	for _, t := range defaultTools {
+		if !slices.Contains(gone, t) {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// tomlString quotes s as a TOML basic string.
+func tomlString(s string) string {
+	var b strings.Builder
+	b.WriteByte('"')
+	for _, r := range s {
+		switch {
+		case r == '"':
+			b.WriteString(`\"`)
+		case r == '\\':
+			b.WriteString(`\\`)
+		case r == '\n':
+			b.WriteString(`\n`)
+		case r == '\t':
+			b.WriteString(`\t`)
+		case r == '\r':
+			b.WriteString(`\r`)
+		case r < 0x20 || r == 0x7f:
+			fmt.Fprintf(&b, `\u%04X`, r)
+		default:
+			b.WriteRune(r)
+		}
+	}
+	b.WriteByte('"')
+	return b.String()
+}
+
+// env builds the codex process environment and returns the CODEX_HOME the
+// process will use (needed to read its rollout file afterwards).
+func (a *Adapter) env(opts drover.Options) ([]string, string, error) {
+	env := os.Environ()
+	lookup := func(k string) string {
+		if v, ok := opts.Env[k]; ok {
+			return v
+		}
+		return os.Getenv(k)
+	}
+	var extra []string
+	set := func(k, v string) { extra = append(extra, k+"="+v) }
+	if opts.Endpoint != nil && opts.Endpoint.APIKey != "" {
+		set(APIKeyEnv, opts.Endpoint.APIKey)
+	}
+	home := lookup("CODEX_HOME")
+	if opts.ConfigDir != "" {
+		// With an endpoint and its own key the user's login is not needed,
+		// and it is not copied where it is not needed.
+		seed := opts.Endpoint == nil || opts.Endpoint.APIKey == ""
+		if err := seedConfigDir(opts.ConfigDir, userCodexHome(), seed); err != nil {
+			return nil, "", &drover.Error{Code: drover.CodeAdapterError, Message: "prepare codex config dir", Err: err}
+		}
+		home = opts.ConfigDir
+		set("CODEX_HOME", home)
+	}
+	if home == "" {
+		if h, err := os.UserHomeDir(); err == nil {
+			home = filepath.Join(h, ".codex")
+		}
+	}
+	if home != "" {
+		home, _ = filepath.Abs(home)
+		tmp := lookup("TMPDIR")
+		if tmp == "" {
+			tmp = "/tmp"
+		}
+		if within(home, tmp) {
+			// Codex refuses to create its sandbox helper links under a
+			// temporary directory that contains CODEX_HOME and warns on
+			// every run; a TMPDIR inside CODEX_HOME is not its parent.
+			dir := filepath.Join(home, ".tmp")
+			if err := os.MkdirAll(dir, 0o700); err != nil {
+				return nil, "", &drover.Error{Code: drover.CodeAdapterError, Message: "prepare codex TMPDIR", Err: err}
+			}
+			set("TMPDIR", dir)
+		}
+	}
+	for k, v := range opts.Env {
+		// What drover set itself (ConfigDir's CODEX_HOME, the moved TMPDIR)
+		// wins: the translator reads the rollout from that CODEX_HOME.
+		if (k == "TMPDIR" || k == "CODEX_HOME") && slices.ContainsFunc(extra, func(e string) bool { return strings.HasPrefix(e, k+"=") }) {
+			continue
+		}
+		set(k, v)
+	}
+	return append(env, extra...), home, nil
+}
+
+// within reports whether path is dir or below it.
+func within(path, dir string) bool {
+	dir, err := filepath.Abs(dir)
+	if err != nil {
+		return false
+	}
+	rel, err := filepath.Rel(dir, path)
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, "../")
+}
+
+// userCodexHome is the user's own Codex home: $CODEX_HOME or ~/.codex.
+func userCodexHome() string {
+	if h := os.Getenv("CODEX_HOME"); h != "" {
+		return h
+	}
+	h, err := os.UserHomeDir()
+	if err != nil {
+		return ""
+	}
+	return filepath.Join(h, ".codex")
+}
+
+// seedFiles are copied from the user's Codex home into a run's own one:
+// the login (auth.json) and the provider settings (config.toml).
+var seedFiles = []string{"auth.json", "config.toml"}
+
+// seedConfigDir creates dir and, when seed is set, copies the user's Codex
+// login and config from src into it where it has none, so an isolated run
+// keeps the user's login and provider (ADP-7).
+func seedConfigDir(dir, src string, seed bool) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil || !seed || src == "" {
+		return err
+	}
+	if a, b := filepath.Clean(src), filepath.Clean(dir); a == b {
+		return nil
+	}
+	for _, name := range seedFiles {
+		if err := copyIfMissing(filepath.Join(src, name), filepath.Join(dir, name)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func copyIfMissing(src, dst string) error {
+	if _, err := os.Stat(dst); err == nil {
+		return nil
+	}
+	in, err := os.Open(src)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	} else if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
+}

@@ -1,0 +1,372 @@
+package opencode
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/drover-run/drover"
+	"github.com/drover-run/drover/internal/proc"
+)
+
+// line is the union of the fields drover reads from `opencode run --format
+// json` lines.
+type line struct {
+	Type      string    `json:"type"`
+	Timestamp int64     `json:"timestamp"`
+	SessionID string    `json:"sessionID"`
+	Part      part      `json:"part"`
+	Error     *apiError `json:"error"`
+}
+
+type part struct {
+	Type   string     `json:"type"`
+	Text   string     `json:"text"`
+	Tool   string     `json:"tool"`
+	CallID string     `json:"callID"`
+	State  toolState  `json:"state"`
+	Reason string     `json:"reason"`
+	Tokens *tokens    `json:"tokens"`
+	Cost   *float64   `json:"cost"`
+	Time   *timeRange `json:"time"`
+}
+
+type toolState struct {
+	Status   string         `json:"status"`
+	Input    map[string]any `json:"input"`
+	Output   string         `json:"output"`
+	Error    string         `json:"error"`
+	Metadata struct {
+		Exit *int `json:"exit"`
+	} `json:"metadata"`
+	Time *timeRange `json:"time"`
+}
+
+type timeRange struct {
+	Start int64 `json:"start"`
+	End   int64 `json:"end"`
+}
+
+type tokens struct {
+	Input     int64  `json:"input"`
+	Output    int64  `json:"output"`
+	Reasoning *int64 `json:"reasoning"`
+	Cache     *struct {
+		Read  *int64 `json:"read"`
+		Write *int64 `json:"write"`
+	} `json:"cache"`
+}
+
+type apiError struct {
+	Name string `json:"name"`
+	Data struct {
+		Message      string `json:"message"`
+		StatusCode   *int   `json:"statusCode"`
+		IsRetryable  *bool  `json:"isRetryable"`
+		ResponseBody string `json:"responseBody"`
+	} `json:"data"`
+}
+
+// translator turns OpenCode's JSON lines into UES events. It is pure apart
+// from its clock, so golden tests drive it with captured streams.
+//
+// OpenCode prints no init and no final result: init is synthesized before
+// the first event from what drover passed, and done is built in Finish from
+// the step_finish lines and the exit status.
+type translator struct {
+	sid    string
+	now    func() time.Time
+	start  time.Time
+	resume bool
+	model  string
+	cwd    string
+	tools  []string
+
+	sawInit    bool
+	sawLine    bool
+	vendorSess string
+	apiErr     *apiError
+	steps      int64
+	lastReason string
+	lastText   string
+	toolUses   int64
+	usage      drover.Usage
+}
+
+func newTranslator(sid string, now func() time.Time, opts drover.Options, model string) *translator {
+	return &translator{sid: sid, now: now, start: now(), resume: opts.Resume != "", model: model,
+		cwd: opts.Cwd, tools: Tools(opts)}
+}
+
+func (t *translator) event(typ drover.EventType, payload any) drover.Event {
+	return drover.Event{Type: typ, Agent: ID, SessionID: t.sid, Timestamp: t.now().UnixMilli(), Payload: payload}
+}
+
+func (t *translator) extension(name string, raw []byte) drover.Event {
+	return t.event(drover.EventType(ID+":"+name), json.RawMessage(slices.Clone(raw)))
+}
+
+// Translate implements runner.Translator: one native line → events. A line
+// that is not a JSON object with a type is an error (skipped by the runner).
+func (t *translator) Translate(raw []byte) ([]drover.Event, error) {
+	var l line
+	if err := json.Unmarshal(raw, &l); err != nil {
+		return nil, fmt.Errorf("undecodable opencode line: %w", err)
+	}
+	if l.Type == "" {
+		return nil, fmt.Errorf("opencode line without a type")
+	}
+	t.sawLine = true
+	if l.SessionID != "" {
+		t.vendorSess = l.SessionID
+	}
+	var evs []drover.Event
+	if !t.sawInit {
+		t.sawInit = true
+		ev := t.event(drover.TypeInit, drover.InitPayload{Model: t.model, Cwd: t.cwd, Tools: slices.Clone(t.tools)})
+		ev.Metadata = map[string]any{"vendorSessionId": l.SessionID, "synthesized": true}
+		evs = append(evs, ev)
+	}
+	switch l.Type {
+	case "step_start":
+		evs = append(evs, t.extension("step_start", raw))
+	case "step_finish":
+		t.stepFinish(l.Part)
+		evs = append(evs, t.extension("step_finish", raw))
+	case "text":
+		t.lastText = l.Part.Text
+		evs = append(evs, t.event(drover.TypeText, drover.TextPayload{Content: l.Part.Text}))
+	case "reasoning":
+		evs = append(evs, t.event(drover.TypeThinking, drover.ThinkingPayload{Summary: l.Part.Text}))
+	case "tool_use":
+		evs = append(evs, t.toolUse(l.Part)...)
+	case "error":
+		evs = append(evs, t.apiError(l.Error))
+	default:
+		evs = append(evs, t.extension(l.Type, raw))
+	}
+	return evs, nil
+}
+
+// stepFinish adds one model call's usage: OpenCode reports tokens and cost
+// per step, so the run's usage is their sum.
+func (t *translator) stepFinish(p part) {
+	t.steps++
+	t.lastReason = p.Reason
+	if p.Cost != nil {
+		c := *p.Cost
+		if t.usage.TotalCostUSD != nil {
+			c += *t.usage.TotalCostUSD
+		}
+		t.usage.TotalCostUSD = &c
+	}
+	tk := p.Tokens
+	if tk == nil {
+		return
+	}
+	t.usage.InputTokens += tk.Input
+	t.usage.OutputTokens += tk.Output
+	addPtr(&t.usage.ReasoningTokens, tk.Reasoning)
+	if tk.Cache != nil {
+		addPtr(&t.usage.CacheReadTokens, tk.Cache.Read)
+		addPtr(&t.usage.CacheWriteTokens, tk.Cache.Write)
+	}
+}
+
+func addPtr(dst **int64, v *int64) {
+	if v == nil {
+		return
+	}
+	n := *v
+	if *dst != nil {
+		n += **dst
+	}
+	*dst = &n
+}
+
+// toolUse maps OpenCode's single, finished tool line to tool_use and
+// tool_result.
+func (t *translator) toolUse(p part) []drover.Event {
+	id := p.CallID
+	if id == "" {
+		id = "opencode-tool-" + fmt.Sprint(t.toolUses+1)
+	}
+	name := p.Tool
+	input := p.State.Input
+	if input == nil {
+		input = map[string]any{}
+	}
+	st := drover.ToolSuccess
+	out := p.State.Output
+	switch {
+	case p.Tool == "invalid":
+		// OpenCode's stand-in for a call it could not make: the model asked
+		// for a tool it was not offered (removed by the permission rules →
+		// denied), or sent arguments that do not parse (→ error).
+		if asked, ok := input["tool"].(string); ok && asked != "" {
+			name = asked
+		}
+		st = drover.ToolError
+		if msg, _ := input["error"].(string); strings.Contains(msg, "unavailable tool") {
+			st = drover.ToolDenied
+		}
+	case p.State.Status == "error":
+		out = p.State.Error
+		st = drover.ToolError
+		if isDenial(out) {
+			st = drover.ToolDenied
+		}
+	case p.State.Status == "completed" && p.Tool == "bash" && p.State.Metadata.Exit != nil && *p.State.Metadata.Exit != 0:
+		// A shell command that failed, as with every other vendor.
+		st = drover.ToolError
+	}
+	if name == "" {
+		name = "unknown"
+	}
+	t.toolUses++
+	use := t.event(drover.TypeToolUse, drover.ToolUsePayload{ToolName: name, ToolUseID: id, Input: input,
+		Description: drover.DescribeTool(name, input)})
+	res := drover.ToolResultPayload{ToolUseID: id, ToolName: name, Status: st, Output: out}
+	if tr := p.State.Time; tr != nil && tr.End >= tr.Start && tr.Start > 0 {
+		d := tr.End - tr.Start
+		res.DurationMs = &d
+	}
+	ev := t.event(drover.TypeToolResult, res)
+	if p.Tool == "invalid" {
+		ev.Metadata = map[string]any{"vendorToolName": "invalid"}
+	}
+	return []drover.Event{use, ev}
+}
+
+// denialMarkers are the texts OpenCode 1.18.33 puts in the error of a call
+// its permission system refused (measured; see docs/adapters/opencode.md).
+var denialMarkers = []string{
+	"rejected permission",              // an "ask" auto-rejected by `opencode run`
+	"specified a rule which prevents",  // a pattern rule that denies this call
+	"prevents you from using this",     // same, other wording
+	"permission to use this tool call", // generic rejection text
+	// The model called a tool the permission rules removed (deny): OpenCode
+	// repairs the call to its "invalid" tool, which is itself removed when
+	// everything is denied, and reports this text on the original name.
+	"tried to call unavailable tool",
+}
+
+func isDenial(s string) bool {
+	for _, m := range denialMarkers {
+		if strings.Contains(s, m) {
+			return true
+		}
+	}
+	return false
+}
+
+// apiError maps OpenCode's error line (a failed model call after its own
+// retries, or any other session error) to a non-recoverable error event.
+func (t *translator) apiError(e *apiError) drover.Event {
+	if e == nil {
+		e = &apiError{Name: "UnknownError"}
+	}
+	t.apiErr = e
+	msg := strings.TrimSpace(e.Data.Message)
+	if msg == "" {
+		msg = "opencode reported " + e.Name
+	}
+	code := drover.CodeExecutionError
+	meta := map[string]any{"errorName": e.Name}
+	switch e.Name {
+	case "APIError":
+		code = drover.CodeModelError
+		if s := e.Data.StatusCode; s != nil {
+			meta["httpStatus"] = *s
+			code = codeForStatus(*s, msg+" "+e.Data.ResponseBody)
+		}
+	case "ContextOverflowError":
+		code = drover.CodeContextOverflow
+	case "ProviderAuthError":
+		code = drover.CodeAuthFailed
+	case "MessageOutputLengthError":
+		code = drover.CodeModelError
+	}
+	retryable := code.Retryable()
+	if e.Data.IsRetryable != nil {
+		retryable = *e.Data.IsRetryable
+	}
+	meta["retryable"] = retryable
+	ev := t.event(drover.TypeError, drover.ErrorPayload{Code: code, Message: msg})
+	ev.Metadata = meta
+	return ev
+}
+
+func codeForStatus(status int, msg string) drover.ErrorCode {
+	switch {
+	case status == 429:
+		return drover.CodeRateLimited
+	case status == 529 || status == 503 && strings.Contains(strings.ToLower(msg), "overload"):
+		return drover.CodeOverloaded
+	case status == 401 || status == 403:
+		return drover.CodeAuthFailed
+	case status == 413:
+		return drover.CodeContextOverflow
+	case status == 400:
+		l := strings.ToLower(msg)
+		if strings.Contains(l, "context") || strings.Contains(l, "too long") || strings.Contains(l, "maximum") && strings.Contains(l, "token") {
+			return drover.CodeContextOverflow
+		}
+		return drover.CodeInvalidRequest
+	case status >= 500:
+		return drover.CodeServerError
+	case status >= 400:
+		return drover.CodeInvalidRequest
+	}
+	return drover.CodeModelError
+}
+
+// Finished reports whether the run's final step has finished (reason
+// "stop"); the linger watchdog starts then. OpenCode may still go on (a
+// follow-up step), which restarts the watchdog.
+func (t *translator) Finished() bool { return t.lastReason == "stop" || t.apiErr != nil }
+
+// Finish builds the done event from what the stream showed and the exit
+// status, or reports a rejected resume token ("Session not found" on stderr,
+// exit 1, nothing on stdout).
+func (t *translator) Finish(exit proc.Exit) ([]drover.Event, bool) {
+	if t.resume && !t.sawLine && !exit.Success() && strings.Contains(exit.StderrTail, "Session not found") {
+		return nil, true
+	}
+	var status drover.DoneStatus
+	switch {
+	case t.apiErr != nil:
+		status = drover.StatusError
+	case t.steps == 0:
+		return nil, false // no model call finished: the runner reports the exit
+	case exit.Success() || t.lastReason == "stop" && exit.Signal != "":
+		// Stopped by the linger watchdog after its last step is still a
+		// finished run.
+		status = drover.StatusSuccess
+	default:
+		return nil, false
+	}
+	return []drover.Event{t.done(status)}, false
+}
+
+func (t *translator) done(status drover.DoneStatus) drover.Event {
+	u := t.usage
+	u.ToolUses = t.toolUses
+	if t.steps > 0 {
+		n := t.steps
+		u.Turns = &n
+	}
+	d := drover.DonePayload{Status: status, ResumeToken: t.vendorSess, Usage: u,
+		DurationMs: max(0, t.now().Sub(t.start).Milliseconds())}
+	if status == drover.StatusSuccess {
+		d.Result = t.lastText
+	}
+	ev := t.event(drover.TypeDone, d)
+	ev.Metadata = map[string]any{"vendorSessionId": t.vendorSess}
+	if t.lastReason != "" {
+		ev.Metadata["stopReason"] = t.lastReason
+	}
+	return ev
+}

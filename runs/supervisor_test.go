@@ -1,0 +1,497 @@
+package runs_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"iter"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/drover-run/drover"
+	"github.com/drover-run/drover/internal/proc"
+	"github.com/drover-run/drover/runs"
+	"github.com/drover-run/drover/store"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// agent is a func-field adapter: the thin seam these tests need.
+type agent struct {
+	id  string
+	run func(ctx context.Context, req drover.Request, yield func(drover.Event, error) bool)
+}
+
+func (a *agent) ID() string                        { return a.id }
+func (a *agent) Capabilities() drover.Capabilities { return drover.Capabilities{Tiers: drover.Tiers} }
+func (a *agent) Available(context.Context) drover.Availability {
+	return drover.Availability{Installed: true}
+}
+func (a *agent) Run(ctx context.Context, req drover.Request) iter.Seq2[drover.Event, error] {
+	return func(yield func(drover.Event, error) bool) { a.run(ctx, req, yield) }
+}
+
+func text(s string) drover.Event {
+	return drover.Event{Type: drover.TypeText, Payload: drover.TextPayload{Content: s}}
+}
+
+func done(token string) drover.Event {
+	return drover.Event{Type: drover.TypeDone, Payload: drover.DonePayload{Status: drover.StatusSuccess, ResumeToken: token,
+		Usage: drover.Usage{InputTokens: 3, OutputTokens: 2}}}
+}
+
+// quick emits n texts and done.
+func quick(n int) *agent {
+	return &agent{id: "quick", run: func(_ context.Context, req drover.Request, y func(drover.Event, error) bool) {
+		for i := range n {
+			if !y(text(fmt.Sprintf("%s #%d", req.Prompt, i)), nil) {
+				return
+			}
+		}
+		y(done("tok-"+req.Prompt), nil)
+	}}
+}
+
+// hang emits one text and waits for cancellation.
+func hang() *agent {
+	return &agent{id: "hang", run: func(ctx context.Context, _ drover.Request, y func(drover.Event, error) bool) {
+		if y(text("working"), nil) {
+			<-ctx.Done()
+		}
+	}}
+}
+
+type fixture struct {
+	st  store.Store
+	sup *runs.Supervisor
+	eng *drover.Engine
+}
+
+func newFixture(t *testing.T, cfg runs.Config, agents ...*agent) *fixture {
+	t.Helper()
+	st := openStore(t, filepath.Join(t.TempDir(), "drover.db"))
+	return newFixtureOn(t, st, cfg, agents...)
+}
+
+func newFixtureOn(t *testing.T, st store.Store, cfg runs.Config, agents ...*agent) *fixture {
+	t.Helper()
+	reg := drover.NewRegistry()
+	for _, a := range agents {
+		if err := reg.Register(a); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eng := drover.NewEngine(reg)
+	sup, err := runs.New(context.Background(), eng, st, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sup.Close() })
+	return &fixture{st: st, sup: sup, eng: eng}
+}
+
+func (f *fixture) start(t *testing.T, req runs.StartRequest) string {
+	t.Helper()
+	id, err := f.sup.Start(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
+func (f *fixture) await(t *testing.T, ids ...string) []*store.Run {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	rs, err := f.sup.Await(ctx, ids...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rs
+}
+
+func eventsOf(t *testing.T, st store.Store, id string) []drover.Event {
+	t.Helper()
+	evs, err := st.Events(context.Background(), id, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := make([]drover.Event, len(evs))
+	for i, e := range evs {
+		if e.Seq != int64(i+1) {
+			t.Fatalf("run %s: event %d has seq %d", id, i, e.Seq)
+		}
+		if err := json.Unmarshal(e.JSON, &out[i]); err != nil {
+			t.Fatal(err)
+		}
+		if out[i].RunID != id || out[i].Seq != e.Seq {
+			t.Fatalf("stored event lacks runId/seq: %s", e.JSON)
+		}
+	}
+	return out
+}
+
+func TestRUN1_StartAtOnceAndStatusMoves(t *testing.T) {
+	release := make(chan struct{})
+	gated := &agent{id: "gated", run: func(ctx context.Context, _ drover.Request, y func(drover.Event, error) bool) {
+		drover.ProcessStarted(ctx, 4242, 4242)
+		if !y(text("started"), nil) {
+			return
+		}
+		select {
+		case <-release:
+			y(done("tok"), nil)
+		case <-ctx.Done():
+		}
+	}}
+	f := newFixture(t, runs.Config{}, gated)
+	id := f.start(t, runs.StartRequest{Agent: "gated", Prompt: "p"})
+	r, err := f.st.GetRun(context.Background(), id)
+	if err != nil || (r.Status != store.StatusPending && r.Status != store.StatusRunning) {
+		t.Fatalf("right after Start: %+v %v", r, err)
+	}
+	for r.Status != store.StatusRunning {
+		time.Sleep(5 * time.Millisecond)
+		r, _ = f.st.GetRun(context.Background(), id)
+	}
+	if r.Pid != 4242 || r.Pgid != 4242 || r.StartedAt.IsZero() {
+		t.Fatalf("running run lacks its process: %+v", r)
+	}
+	close(release)
+	got := f.await(t, id)[0]
+	if got.Status != store.StatusCompleted || got.Error != "" || got.DoneStatus != drover.StatusSuccess || got.EndedAt.IsZero() {
+		t.Fatalf("ended run %+v", got)
+	}
+}
+
+func TestRUN2_AwaitManyWaitersAndOldRuns(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "drover.db")
+	st := openStore(t, path)
+	f := newFixtureOn(t, st, runs.Config{}, quick(3))
+	id := f.start(t, runs.StartRequest{Agent: "quick", Prompt: "p"})
+	var wg sync.WaitGroup
+	for range 5 {
+		wg.Go(func() {
+			if r := f.await(t, id)[0]; r.Status != store.StatusCompleted {
+				t.Errorf("waiter saw %s", r.Status)
+			}
+		})
+	}
+	wg.Wait()
+	// A new supervisor (a later drover) answers for the run that ended long ago.
+	other := newFixtureOn(t, st, runs.Config{Owner: "other:1"}, quick(1))
+	if r := other.await(t, id)[0]; r.Status != store.StatusCompleted {
+		t.Fatalf("old run: %s", r.Status)
+	}
+	if _, err := other.sup.Await(context.Background(), "run_nope"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("unknown id: %v", err)
+	}
+}
+
+func TestRUN3_CancelIdempotent(t *testing.T) {
+	f := newFixture(t, runs.Config{}, hang())
+	ctx := context.Background()
+	if err := f.sup.Cancel(ctx, "run_unknown"); err != nil {
+		t.Fatalf("cancel unknown: %v", err)
+	}
+	id := f.start(t, runs.StartRequest{Agent: "hang", Prompt: "p"})
+	for range 3 {
+		if err := f.sup.Cancel(ctx, id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := f.await(t, id)[0]
+	if r.Status != store.StatusFailed || r.Error != store.ReasonCancelled || r.DoneStatus != drover.StatusInterrupted {
+		t.Fatalf("cancelled run %+v", r)
+	}
+	if err := f.sup.Cancel(ctx, id); err != nil {
+		t.Fatalf("cancel finished: %v", err)
+	}
+}
+
+func TestRUN4_Timeouts(t *testing.T) {
+	f := newFixture(t, runs.Config{DefaultTimeout: 150 * time.Millisecond}, hang())
+	byDefault := f.start(t, runs.StartRequest{Agent: "hang", Prompt: "p"})
+	explicit := f.start(t, runs.StartRequest{Agent: "hang", Prompt: "p", Timeout: 50 * time.Millisecond})
+	for _, r := range f.await(t, byDefault, explicit) {
+		if r.Status != store.StatusFailed || r.Error != store.ReasonTimeout {
+			t.Fatalf("run %s: %s %q", r.ID, r.Status, r.Error)
+		}
+	}
+	last := eventsOf(t, f.st, explicit)
+	if p, ok := last[len(last)-2].Payload.(drover.ErrorPayload); !ok || p.Code != drover.CodeTimeout {
+		t.Fatalf("no TIMEOUT error event: %+v", last)
+	}
+}
+
+func TestRUN5_ParentCascade(t *testing.T) {
+	f := newFixture(t, runs.Config{}, hang())
+	parent := f.start(t, runs.StartRequest{Agent: "hang", Prompt: "parent"})
+	c1 := f.start(t, runs.StartRequest{Agent: "hang", Prompt: "c1", ParentID: parent})
+	c2 := f.start(t, runs.StartRequest{Agent: "hang", Prompt: "c2", ParentID: parent})
+	grandchild := f.start(t, runs.StartRequest{Agent: "hang", Prompt: "g", ParentID: c1})
+	if err := f.sup.Cancel(context.Background(), parent); err != nil {
+		t.Fatal(err)
+	}
+	rs := f.await(t, parent, c1, c2, grandchild)
+	if rs[0].Status != store.StatusFailed || rs[0].Error != store.ReasonCancelled {
+		t.Fatalf("parent %+v", rs[0])
+	}
+	for _, r := range rs[1:] {
+		if r.Status != store.StatusFailed || r.Error != store.ReasonParentEnded {
+			t.Fatalf("child %s: %s %q", r.ID, r.Status, r.Error)
+		}
+		if !r.EndedAt.After(time.Time{}) || r.EndedAt.After(rs[0].EndedAt) {
+			t.Fatalf("child %s ended after its parent", r.ID)
+		}
+	}
+	kids, err := f.st.Children(context.Background(), parent)
+	if err != nil || len(kids) != 2 {
+		t.Fatalf("children %v %v", kids, err)
+	}
+	// A parent that ends on its own ends its children too.
+	q := newFixture(t, runs.Config{}, quick(1), hang())
+	gate := q.start(t, runs.StartRequest{Agent: "hang", Prompt: "gate"})
+	child := q.start(t, runs.StartRequest{Agent: "hang", Prompt: "c", ParentID: gate})
+	q.sup.Cancel(context.Background(), gate)
+	if r := q.await(t, child)[0]; r.Error != store.ReasonParentEnded {
+		t.Fatalf("child %+v", r)
+	}
+	if _, err := q.sup.Start(context.Background(), runs.StartRequest{Agent: "quick", Prompt: "x", ParentID: gate}); !errors.Is(err, runs.ErrParentEnded) {
+		t.Fatalf("child of an ended parent: %v", err)
+	}
+}
+
+// TestRUN6_Reconcile: runs left running by a dead drover are failed "engine
+// restart" and their process groups killed.
+func TestRUN6_Reconcile(t *testing.T) {
+	st := openStore(t, filepath.Join(t.TempDir(), "drover.db"))
+	sleeper := exec.Command("sleep", "300")
+	sleeper.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := sleeper.Start(); err != nil {
+		t.Fatal(err)
+	}
+	reaped := make(chan struct{})
+	go func() { sleeper.Wait(); close(reaped) }()
+	defer func() { proc.KillGroup(sleeper.Process.Pid); <-reaped }()
+
+	host, _ := os.Hostname()
+	ctx := context.Background()
+	dead := &store.Run{ID: "run_dead", Agent: "quick", Status: store.StatusPending, Owner: host + ":999999999", CreatedAt: time.Now(), SessionID: "s"}
+	if err := st.CreateRun(ctx, dead); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.StartRun(ctx, dead.ID, sleeper.Process.Pid, sleeper.Process.Pid, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	alive := &store.Run{ID: "run_alive", Agent: "quick", Status: store.StatusPending, Owner: host + ":" + fmt.Sprint(os.Getppid()), CreatedAt: time.Now(), SessionID: "s"}
+	if err := st.CreateRun(ctx, alive); err != nil {
+		t.Fatal(err)
+	}
+	newFixtureOn(t, st, runs.Config{}, quick(1))
+	r, _ := st.GetRun(ctx, "run_dead")
+	if r.Status != store.StatusFailed || r.Error != store.ReasonEngineRestart {
+		t.Fatalf("dead run %+v", r)
+	}
+	select {
+	case <-reaped:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the dead run's process group was not killed")
+	}
+	if r, _ := st.GetRun(ctx, "run_alive"); r.Status != store.StatusPending {
+		t.Fatalf("a live owner's run was touched: %+v", r)
+	}
+}
+
+// TestRUN7_QueueOrder: with a limit, runs past it wait as pending and start
+// in the order they were started.
+func TestRUN7_QueueOrder(t *testing.T) {
+	const n, limit = 8, 2
+	var mu sync.Mutex
+	var order []string
+	started := make(chan string, n)
+	release := map[string]chan struct{}{}
+	for i := range n {
+		release[fmt.Sprint(i)] = make(chan struct{})
+	}
+	gated := &agent{id: "gated", run: func(ctx context.Context, req drover.Request, y func(drover.Event, error) bool) {
+		mu.Lock()
+		order = append(order, req.Prompt)
+		mu.Unlock()
+		started <- req.Prompt
+		select {
+		case <-release[req.Prompt]:
+			y(done("t"), nil)
+		case <-ctx.Done():
+		}
+	}}
+	f := newFixture(t, runs.Config{Limit: limit}, gated)
+	var ids []string
+	for i := range n {
+		ids = append(ids, f.start(t, runs.StartRequest{Agent: "gated", Prompt: fmt.Sprint(i)}))
+	}
+	running := []string{<-started, <-started}
+	slices.Sort(running)
+	if !slices.Equal(running, []string{"0", "1"}) {
+		t.Fatalf("first runs %v", running)
+	}
+	for i := range n - limit {
+		if r, _ := f.st.GetRun(context.Background(), ids[i+limit]); r.Status != store.StatusPending {
+			t.Fatalf("run %d should wait as pending: %s", i+limit, r.Status)
+		}
+		close(release[fmt.Sprint(i)]) // free one slot; the oldest pending takes it
+		if got := <-started; got != fmt.Sprint(i+limit) {
+			t.Fatalf("slot went to run %s, want %d", got, i+limit)
+		}
+	}
+	for i := n - limit; i < n; i++ {
+		close(release[fmt.Sprint(i)])
+	}
+	f.await(t, ids...)
+}
+
+// TestRUN7_FiftyRunsLimitEight: 50 concurrent runs of a fast agent through
+// one supervisor with a limit of 8 all complete, none lost, events
+// complete and in order, never more than 8 at once.
+func TestRUN7_FiftyRunsLimitEight(t *testing.T) {
+	var cur, peak atomic.Int32
+	fast := &agent{id: "fast", run: func(_ context.Context, req drover.Request, y func(drover.Event, error) bool) {
+		if c := cur.Add(1); c > peak.Load() {
+			peak.Store(c)
+		}
+		defer cur.Add(-1)
+		for i := range 20 {
+			if !y(text(fmt.Sprint(i)), nil) {
+				return
+			}
+			time.Sleep(time.Millisecond)
+		}
+		y(done("t"), nil)
+	}}
+	f := newFixture(t, runs.Config{Limit: 8}, fast)
+	var ids []string
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for i := range 50 {
+		wg.Go(func() {
+			id := f.start(t, runs.StartRequest{Agent: "fast", Prompt: fmt.Sprint(i)})
+			mu.Lock()
+			ids = append(ids, id)
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	for _, r := range f.await(t, ids...) {
+		if r.Status != store.StatusCompleted {
+			t.Fatalf("run %s: %s %s", r.ID, r.Status, r.Error)
+		}
+		evs := eventsOf(t, f.st, r.ID)
+		if len(evs) != 21 || evs[20].Type != drover.TypeDone {
+			t.Fatalf("run %s: %d events", r.ID, len(evs))
+		}
+		for i, ev := range evs[:20] {
+			if ev.Payload.(drover.TextPayload).Content != fmt.Sprint(i) {
+				t.Fatalf("run %s: events out of order", r.ID)
+			}
+		}
+	}
+	if p := peak.Load(); p > 8 {
+		t.Fatalf("%d runs at once, limit 8", p)
+	}
+}
+
+// TestLED4_Sessions: a run continues a drover session; drover passes the
+// vendor's resume token underneath and moves the session head.
+func TestLED4_Sessions(t *testing.T) {
+	var tokens []string
+	var mu sync.Mutex
+	echo := &agent{id: "echo", run: func(_ context.Context, req drover.Request, y func(drover.Event, error) bool) {
+		mu.Lock()
+		tokens = append(tokens, req.Options.Resume)
+		mu.Unlock()
+		y(done("vendor-"+req.Prompt), nil)
+	}}
+	f := newFixture(t, runs.Config{}, echo)
+	first := f.start(t, runs.StartRequest{Agent: "echo", Prompt: "one"})
+	r1 := f.await(t, first)[0]
+	second := f.start(t, runs.StartRequest{Agent: "echo", Prompt: "two", SessionID: r1.SessionID})
+	r2 := f.await(t, second)[0]
+	if r2.SessionID != r1.SessionID || !slices.Equal(tokens, []string{"", "vendor-one"}) {
+		t.Fatalf("session %s/%s, resume tokens passed %q", r1.SessionID, r2.SessionID, tokens)
+	}
+	s, err := f.st.GetSession(context.Background(), r1.SessionID)
+	if err != nil || s.HeadRunID != second || s.ResumeToken != "vendor-two" || !slices.Contains(s.Heads, first) {
+		t.Fatalf("session %+v %v", s, err)
+	}
+	for _, ev := range eventsOf(t, f.st, second) {
+		if ev.SessionID != r1.SessionID {
+			t.Fatalf("event carries session %q", ev.SessionID)
+		}
+	}
+	if _, err := f.sup.Start(context.Background(), runs.StartRequest{Agent: "echo", Prompt: "x", SessionID: "nope"}); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("unknown session: %v", err)
+	}
+}
+
+// TestLED3_TurnRecord: the run's messages and tool calls are recorded when
+// it ends.
+func TestLED3_TurnRecord(t *testing.T) {
+	tool := &agent{id: "tool", run: func(_ context.Context, _ drover.Request, y func(drover.Event, error) bool) {
+		y(drover.Event{Type: drover.TypeToolUse, Payload: drover.ToolUsePayload{ToolName: "Bash", ToolUseID: "t1", Input: map[string]any{"command": "ls"}}}, nil)
+		y(drover.Event{Type: drover.TypeToolResult, Payload: drover.ToolResultPayload{ToolUseID: "t1", ToolName: "Bash", Status: drover.ToolSuccess, Output: "a.go"}}, nil)
+		y(text("listed"), nil)
+		y(done("t"), nil)
+	}}
+	f := newFixture(t, runs.Config{}, tool)
+	id := f.start(t, runs.StartRequest{Agent: "tool", Prompt: "list files"})
+	r := f.await(t, id)[0]
+	if r.Usage.InputTokens != 3 || r.ResumeToken != "t" {
+		t.Fatalf("run %+v", r)
+	}
+	msgs, _ := f.st.Messages(context.Background(), id)
+	calls, _ := f.st.ToolCalls(context.Background(), id)
+	if len(msgs) != 3 || msgs[0].Role != "user" || msgs[0].Content != "list files" || msgs[2].Content != "listed" {
+		t.Fatalf("messages %+v", msgs)
+	}
+	if len(calls) != 1 || calls[0].Name != "Bash" || calls[0].Status != drover.ToolSuccess || calls[0].Output != "a.go" {
+		t.Fatalf("tool calls %+v", calls)
+	}
+}
+
+// TestFollowAcrossSupervisors: a second supervisor on the same ledger (as
+// another drover process would) follows a live run to its end and cancels it.
+func TestFollowAndCancelAcrossSupervisors(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "drover.db")
+	a := newFixtureOn(t, openStore(t, path), runs.Config{Owner: "a:1", Poll: 50 * time.Millisecond}, hang())
+	b := newFixtureOn(t, openStore(t, path), runs.Config{Owner: "b:2", Poll: 50 * time.Millisecond}, hang())
+	id := a.start(t, runs.StartRequest{Agent: "hang", Prompt: "p"})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	var seen []drover.EventType
+	for ev, err := range b.sup.Follow(ctx, id, 0) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen = append(seen, ev.Type)
+		if len(seen) == 1 {
+			if err := b.sup.Cancel(ctx, id); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if !slices.Equal(seen, []drover.EventType{drover.TypeText, drover.TypeDone}) {
+		t.Fatalf("followed %v", seen)
+	}
+	if r := a.await(t, id)[0]; r.Error != store.ReasonCancelled {
+		t.Fatalf("run %+v", r)
+	}
+}

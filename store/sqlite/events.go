@@ -1,0 +1,280 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/bits"
+	"strings"
+
+	"github.com/drover-run/drover"
+	"github.com/drover-run/drover/store"
+)
+
+// insertChunk is the most rows one INSERT statement carries (5 parameters
+// each, far below SQLite's limit of 32766).
+const insertChunk = 128
+
+// stmts are the write connection's prepared statements for events: an
+// INSERT of 1, 2, 4, … insertChunk rows, and the statements every batch
+// runs. Preparing a 128-row INSERT costs about as much as running it, so
+// they are prepared once, at Open. Why at Open: database/sql cannot prepare
+// on the DB while a transaction holds its only write connection.
+type stmts struct {
+	inserts []*sql.Stmt // inserts[k] has 1<<k rows
+	lastSeq *sql.Stmt
+	setSeq  *sql.Stmt
+}
+
+func (c *stmts) prepare(ctx context.Context, db *sql.DB) error {
+	prep := func(q string) (*sql.Stmt, error) { return db.PrepareContext(ctx, q) }
+	var err error
+	for n := 1; n <= insertChunk; n *= 2 {
+		var b strings.Builder
+		b.WriteString(`INSERT INTO events (run_id, seq, type, json, time) VALUES `)
+		for i := range n {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			b.WriteString("(?, ?, ?, ?, ?)")
+		}
+		st, err := prep(b.String())
+		if err != nil {
+			return err
+		}
+		c.inserts = append(c.inserts, st)
+	}
+	// One query for every run of a batch, whatever their number: the ids
+	// come as one JSON array.
+	if c.lastSeq, err = prep(`SELECT id, last_seq FROM runs WHERE id IN (SELECT value FROM json_each(?))`); err != nil {
+		return err
+	}
+	c.setSeq, err = prep(`UPDATE runs SET last_seq = ? WHERE id = ?`)
+	return err
+}
+
+// insert returns the largest INSERT of at most n rows, and its row count.
+func (c *stmts) insert(n int) (*sql.Stmt, int) {
+	k := min(bits.Len(uint(n))-1, len(c.inserts)-1)
+	return c.inserts[k], 1 << k
+}
+
+func (c *stmts) close() {
+	for _, st := range c.inserts {
+		st.Close()
+	}
+	for _, st := range []*sql.Stmt{c.lastSeq, c.setSeq} {
+		if st != nil {
+			st.Close()
+		}
+	}
+}
+
+// checkSeqs reads the last seq of every run named in evs (inside tx, which
+// holds the write lock, so no other writer can move them) and checks that
+// each event continues its run: errs[i] is nil for an event that may be
+// written, ErrNotFound for an unknown run, ErrConflict for a gap or a
+// duplicate. An event that fails does not advance its run, so a later
+// event of the same run is checked against the last good one. moved maps
+// each run that has events to write to its new last seq.
+func (s *Store) checkSeqs(ctx context.Context, tx *sql.Tx, evs []store.Event) (errs []error, moved map[string]int64, err error) {
+	ids := make([]string, 0, 8)
+	seen := make(map[string]bool, 8)
+	for _, ev := range evs {
+		if !seen[ev.RunID] {
+			seen[ev.RunID] = true
+			ids = append(ids, ev.RunID)
+		}
+	}
+	idsJSON, err := json.Marshal(ids)
+	if err != nil {
+		return nil, nil, err
+	}
+	rows, err := tx.StmtContext(ctx, s.stmts.lastSeq).QueryContext(ctx, string(idsJSON))
+	if err != nil {
+		return nil, nil, err
+	}
+	last := make(map[string]int64, len(ids))
+	for rows.Next() {
+		var id string
+		var seq int64
+		if err := rows.Scan(&id, &seq); err != nil {
+			rows.Close()
+			return nil, nil, err
+		}
+		last[id] = seq
+	}
+	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+		return nil, nil, err
+	}
+	errs = make([]error, len(evs))
+	moved = make(map[string]int64, len(ids))
+	for i, ev := range evs {
+		cur, ok := last[ev.RunID]
+		switch {
+		case !ok:
+			errs[i] = fmt.Errorf("append event %s/%d: run %w", ev.RunID, ev.Seq, store.ErrNotFound)
+		case ev.Seq != cur+1:
+			errs[i] = fmt.Errorf("append event %s/%d: run's last seq is %d: %w", ev.RunID, ev.Seq, cur, store.ErrConflict)
+		default:
+			last[ev.RunID] = ev.Seq
+			moved[ev.RunID] = ev.Seq
+		}
+	}
+	return errs, moved, nil
+}
+
+// insertEvents writes evs (already checked) and the runs' new last seqs.
+func (s *Store) insertEvents(ctx context.Context, tx *sql.Tx, evs []store.Event, moved map[string]int64) error {
+	args := make([]any, 0, 5*min(len(evs), insertChunk))
+	for len(evs) > 0 {
+		stmt, n := s.stmts.insert(len(evs))
+		args = args[:0]
+		for _, ev := range evs[:n] {
+			args = append(args, ev.RunID, ev.Seq, string(ev.Type), string(ev.JSON), timeArg(ev.Time))
+		}
+		if _, err := tx.StmtContext(ctx, stmt).ExecContext(ctx, args...); err != nil {
+			if isUniqueViolation(err) {
+				return fmt.Errorf("append events: %w", store.ErrConflict)
+			}
+			return err
+		}
+		evs = evs[n:]
+	}
+	set := tx.StmtContext(ctx, s.stmts.setSeq)
+	for id, seq := range moved {
+		if _, err := set.ExecContext(ctx, seq, id); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func validateEvent(ev store.Event) error {
+	if ev.RunID == "" {
+		return fmt.Errorf("append event: empty run id")
+	}
+	if ev.Seq <= 0 {
+		return fmt.Errorf("append event %s/%d: seq must be positive: %w", ev.RunID, ev.Seq, store.ErrConflict)
+	}
+	return nil
+}
+
+// AppendEvents records evs in one transaction (LED-2). Within each run the
+// events must continue the run's last seq in order (last+1, last+2, …);
+// events of several runs may be interleaved. A gap, a duplicate or a seq
+// ≤ 0 is ErrConflict, a run that does not exist ErrNotFound, and then
+// nothing of evs is written.
+func (s *Store) AppendEvents(ctx context.Context, evs []store.Event) error {
+	if len(evs) == 0 {
+		return nil
+	}
+	for _, ev := range evs {
+		if err := validateEvent(ev); err != nil {
+			return err
+		}
+	}
+	return s.inTx(ctx, func(tx *sql.Tx) error {
+		errs, moved, err := s.checkSeqs(ctx, tx, evs)
+		if err != nil {
+			return fmt.Errorf("append events: %w", err)
+		}
+		for _, err := range errs {
+			if err != nil {
+				return err // the first: later ones of its run follow from it
+			}
+		}
+		if err := s.insertEvents(ctx, tx, evs, moved); err != nil {
+			return fmt.Errorf("append events: %w", err)
+		}
+		return nil
+	})
+}
+
+// Events returns a run's events with seq > afterSeq in seq order, at most
+// limit (0 = all); none for an unknown run.
+func (s *Store) Events(ctx context.Context, runID string, afterSeq int64, limit int) ([]store.Event, error) {
+	q := `SELECT seq, type, json, time FROM events WHERE run_id = ? AND seq > ? ORDER BY seq`
+	args := []any{runID, afterSeq}
+	if limit > 0 {
+		q += ` LIMIT ?`
+		args = append(args, limit)
+	}
+	rows, err := s.r.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("events of %s: %w", runID, err)
+	}
+	defer rows.Close()
+	var out []store.Event
+	for rows.Next() {
+		ev := store.Event{RunID: runID}
+		var typ string
+		var data []byte
+		var t sql.NullInt64
+		if err := rows.Scan(&ev.Seq, &typ, &data, &t); err != nil {
+			return nil, fmt.Errorf("events of %s: %w", runID, err)
+		}
+		ev.Type = drover.EventType(typ)
+		if len(data) > 0 {
+			ev.JSON = data
+		}
+		ev.Time = timeVal(t)
+		out = append(out, ev)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("events of %s: %w", runID, err)
+	}
+	return out, nil
+}
+
+// Messages returns a run's messages by Index; none for an unknown run.
+func (s *Store) Messages(ctx context.Context, runID string) ([]store.Message, error) {
+	rows, err := s.r.QueryContext(ctx, `SELECT idx, role, content, tool_use_id FROM messages WHERE run_id = ? ORDER BY idx`, runID)
+	if err != nil {
+		return nil, fmt.Errorf("messages of %s: %w", runID, err)
+	}
+	defer rows.Close()
+	var out []store.Message
+	for rows.Next() {
+		m := store.Message{RunID: runID}
+		if err := rows.Scan(&m.Index, &m.Role, &m.Content, &m.ToolUseID); err != nil {
+			return nil, fmt.Errorf("messages of %s: %w", runID, err)
+		}
+		out = append(out, m)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("messages of %s: %w", runID, err)
+	}
+	return out, nil
+}
+
+// ToolCalls returns a run's tool calls in the order FinishRun was given
+// them; none for an unknown run.
+func (s *Store) ToolCalls(ctx context.Context, runID string) ([]store.ToolCall, error) {
+	rows, err := s.r.QueryContext(ctx, `SELECT id, name, input, status, output, started_at, ended_at
+		FROM tool_calls WHERE run_id = ? ORDER BY ord`, runID)
+	if err != nil {
+		return nil, fmt.Errorf("tool calls of %s: %w", runID, err)
+	}
+	defer rows.Close()
+	var out []store.ToolCall
+	for rows.Next() {
+		c := store.ToolCall{RunID: runID}
+		var input sql.NullString
+		var status string
+		var started, ended sql.NullInt64
+		if err := rows.Scan(&c.ID, &c.Name, &input, &status, &c.Output, &started, &ended); err != nil {
+			return nil, fmt.Errorf("tool calls of %s: %w", runID, err)
+		}
+		c.Input = jsonVal(input)
+		c.Status = drover.ToolStatus(status)
+		c.StartedAt, c.EndedAt = timeVal(started), timeVal(ended)
+		out = append(out, c)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("tool calls of %s: %w", runID, err)
+	}
+	return out, nil
+}

@@ -1,0 +1,316 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/drover-run/drover"
+	"github.com/drover-run/drover/store"
+)
+
+const runCols = `id, agent, prompt, status, error, parent_id, session_id, resume_token,
+	options, timeout_ns, owner, pid, pgid, created_at, started_at, ended_at, done_status,
+	input_tokens, output_tokens, tool_uses, total_cost_usd, cache_read_tokens,
+	cache_write_tokens, reasoning_tokens, turns, duration_ms, last_seq, cancel_requested`
+
+type scanner interface{ Scan(dest ...any) error }
+
+func scanRun(sc scanner) (store.Run, error) {
+	var (
+		r                           store.Run
+		options                     sql.NullString
+		timeout                     int64
+		created, started, ended     sql.NullInt64
+		cost                        sql.NullFloat64
+		cacheR, cacheW, reason, trn sql.NullInt64
+	)
+	err := sc.Scan(&r.ID, &r.Agent, &r.Prompt, &r.Status, &r.Error, &r.ParentID, &r.SessionID, &r.ResumeToken,
+		&options, &timeout, &r.Owner, &r.Pid, &r.Pgid, &created, &started, &ended, &r.DoneStatus,
+		&r.Usage.InputTokens, &r.Usage.OutputTokens, &r.Usage.ToolUses, &cost, &cacheR,
+		&cacheW, &reason, &trn, &r.DurationMs, &r.LastSeq, &r.CancelRequested)
+	if err != nil {
+		return r, err
+	}
+	r.Options = jsonVal(options)
+	r.Timeout = time.Duration(timeout)
+	r.CreatedAt, r.StartedAt, r.EndedAt = timeVal(created), timeVal(started), timeVal(ended)
+	if cost.Valid {
+		r.Usage.TotalCostUSD = &cost.Float64
+	}
+	r.Usage.CacheReadTokens = intPtr(cacheR)
+	r.Usage.CacheWriteTokens = intPtr(cacheW)
+	r.Usage.ReasoningTokens = intPtr(reason)
+	r.Usage.Turns = intPtr(trn)
+	return r, nil
+}
+
+func intPtr(n sql.NullInt64) *int64 {
+	if !n.Valid {
+		return nil
+	}
+	v := n.Int64
+	return &v
+}
+
+// usageArgs are the optional usage columns: NULL when not reported.
+func usageArgs(u drover.Usage) []any {
+	opt := func(p *int64) any {
+		if p == nil {
+			return nil
+		}
+		return *p
+	}
+	var cost any
+	if u.TotalCostUSD != nil {
+		cost = *u.TotalCostUSD
+	}
+	return []any{u.InputTokens, u.OutputTokens, u.ToolUses, cost,
+		opt(u.CacheReadTokens), opt(u.CacheWriteTokens), opt(u.ReasoningTokens), opt(u.Turns)}
+}
+
+func validStatus(s store.RunStatus) bool {
+	switch s {
+	case store.StatusPending, store.StatusRunning, store.StatusCompleted, store.StatusFailed:
+		return true
+	}
+	return false
+}
+
+// CreateRun records a new run. It fills in r.Status (pending) and
+// r.CreatedAt (now) when they are zero; ErrConflict if the id exists.
+func (s *Store) CreateRun(ctx context.Context, r *store.Run) error {
+	if r.ID == "" {
+		return errors.New("create run: empty id")
+	}
+	if r.Status == "" {
+		r.Status = store.StatusPending
+	}
+	if !validStatus(r.Status) {
+		return fmt.Errorf("create run %s: unknown status %q", r.ID, r.Status)
+	}
+	if r.CreatedAt.IsZero() {
+		r.CreatedAt = time.Now()
+	}
+	args := []any{r.ID, r.Agent, r.Prompt, string(r.Status), r.Error, r.ParentID, r.SessionID, r.ResumeToken,
+		jsonArg(r.Options), int64(r.Timeout), r.Owner, r.Pid, r.Pgid,
+		timeArg(r.CreatedAt), timeArg(r.StartedAt), timeArg(r.EndedAt), string(r.DoneStatus)}
+	args = append(args, usageArgs(r.Usage)...)
+	args = append(args, r.DurationMs, r.LastSeq, r.CancelRequested)
+	_, err := s.w.ExecContext(ctx, `INSERT INTO runs (`+runCols+`) VALUES (`+placeholders(len(args))+`)`, args...)
+	if isUniqueViolation(err) {
+		return fmt.Errorf("create run %s: %w", r.ID, store.ErrConflict)
+	}
+	if err != nil {
+		return fmt.Errorf("create run %s: %w", r.ID, err)
+	}
+	return nil
+}
+
+func placeholders(n int) string {
+	return strings.TrimSuffix(strings.Repeat("?, ", n), ", ")
+}
+
+// runStatus reads a run's status inside tx; ErrNotFound if unknown.
+func runStatus(ctx context.Context, tx *sql.Tx, id string) (store.RunStatus, error) {
+	var st store.RunStatus
+	err := tx.QueryRowContext(ctx, `SELECT status FROM runs WHERE id = ?`, id).Scan(&st)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", store.ErrNotFound
+	}
+	return st, err
+}
+
+// StartRun moves a pending run to running with its process ids, at at (now
+// when zero). ErrNotFound if unknown; ErrConflict if it is not pending.
+func (s *Store) StartRun(ctx context.Context, id string, pid, pgid int, at time.Time) error {
+	if at.IsZero() {
+		at = time.Now()
+	}
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		st, err := runStatus(ctx, tx, id)
+		if err != nil {
+			return err
+		}
+		if st != store.StatusPending {
+			return fmt.Errorf("run is %s: %w", st, store.ErrConflict)
+		}
+		_, err = tx.ExecContext(ctx, `UPDATE runs SET status = 'running', pid = ?, pgid = ?, started_at = ? WHERE id = ?`,
+			pid, pgid, timeArg(at), id)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("start run %s: %w", id, err)
+	}
+	return nil
+}
+
+// FinishRun records a run's end and its turn record in one transaction
+// (LED-3). The run may be pending or running; ErrNotFound if unknown,
+// ErrConflict if it already ended (nothing is written then). f.EndedAt
+// defaults to now; messages and tool calls are stored under f.RunID
+// whatever their own RunID says, and two messages with one Index are
+// ErrConflict.
+func (s *Store) FinishRun(ctx context.Context, f store.Finish) error {
+	if !f.Status.Terminal() {
+		return fmt.Errorf("finish run %s: status %q is not completed or failed", f.RunID, f.Status)
+	}
+	if f.EndedAt.IsZero() {
+		f.EndedAt = time.Now()
+	}
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		st, err := runStatus(ctx, tx, f.RunID)
+		if err != nil {
+			return err
+		}
+		if st.Terminal() {
+			return fmt.Errorf("run already %s: %w", st, store.ErrConflict)
+		}
+		args := []any{string(f.Status), f.Error, string(f.DoneStatus), f.ResumeToken, f.DurationMs, timeArg(f.EndedAt)}
+		args = append(args, usageArgs(f.Usage)...)
+		args = append(args, f.RunID)
+		if _, err := tx.ExecContext(ctx, `UPDATE runs SET status = ?, error = ?, done_status = ?, resume_token = ?,
+			duration_ms = ?, ended_at = ?, input_tokens = ?, output_tokens = ?, tool_uses = ?, total_cost_usd = ?,
+			cache_read_tokens = ?, cache_write_tokens = ?, reasoning_tokens = ?, turns = ?
+			WHERE id = ?`, args...); err != nil {
+			return err
+		}
+		if len(f.Messages) > 0 {
+			stmt, err := tx.PrepareContext(ctx, `INSERT INTO messages (run_id, idx, role, content, tool_use_id) VALUES (?, ?, ?, ?, ?)`)
+			if err != nil {
+				return err
+			}
+			defer stmt.Close()
+			for _, m := range f.Messages {
+				if _, err := stmt.ExecContext(ctx, f.RunID, m.Index, m.Role, m.Content, m.ToolUseID); err != nil {
+					if isUniqueViolation(err) {
+						return fmt.Errorf("message index %d twice: %w", m.Index, store.ErrConflict)
+					}
+					return err
+				}
+			}
+		}
+		if len(f.ToolCalls) > 0 {
+			stmt, err := tx.PrepareContext(ctx, `INSERT INTO tool_calls (run_id, ord, id, name, input, status, output, started_at, ended_at)
+				VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`)
+			if err != nil {
+				return err
+			}
+			defer stmt.Close()
+			for i, c := range f.ToolCalls {
+				if _, err := stmt.ExecContext(ctx, f.RunID, i, c.ID, c.Name, jsonArg(c.Input), string(c.Status), c.Output,
+					timeArg(c.StartedAt), timeArg(c.EndedAt)); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("finish run %s: %w", f.RunID, err)
+	}
+	return nil
+}
+
+// GetRun returns one run; ErrNotFound if unknown.
+func (s *Store) GetRun(ctx context.Context, id string) (*store.Run, error) {
+	r, err := scanRun(s.r.QueryRowContext(ctx, `SELECT `+runCols+` FROM runs WHERE id = ?`, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("run %s: %w", id, store.ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get run %s: %w", id, err)
+	}
+	return &r, nil
+}
+
+// ListRuns returns the runs matching f, newest first (by CreatedAt, then
+// by insertion).
+func (s *Store) ListRuns(ctx context.Context, f store.RunFilter) ([]store.Run, error) {
+	var where []string
+	var args []any
+	if len(f.Status) > 0 {
+		where = append(where, `status IN (`+placeholders(len(f.Status))+`)`)
+		for _, st := range f.Status {
+			args = append(args, string(st))
+		}
+	}
+	if f.Agent != "" {
+		where = append(where, `agent = ?`)
+		args = append(args, f.Agent)
+	}
+	// The "<> ''" terms let SQLite use the partial indexes.
+	if f.SessionID != "" {
+		where = append(where, `session_id = ? AND session_id <> ''`)
+		args = append(args, f.SessionID)
+	}
+	if f.ParentID != "" {
+		where = append(where, `parent_id = ? AND parent_id <> ''`)
+		args = append(args, f.ParentID)
+	}
+	if !f.Since.IsZero() {
+		where = append(where, `created_at >= ?`)
+		args = append(args, f.Since.UnixNano())
+	}
+	q := `SELECT ` + runCols + ` FROM runs`
+	if len(where) > 0 {
+		q += ` WHERE ` + strings.Join(where, ` AND `)
+	}
+	q += ` ORDER BY created_at DESC, rowid DESC`
+	if f.Limit > 0 {
+		q += ` LIMIT ?`
+		args = append(args, f.Limit)
+	}
+	return s.queryRuns(ctx, "list runs", q, args...)
+}
+
+func (s *Store) queryRuns(ctx context.Context, what, q string, args ...any) ([]store.Run, error) {
+	rows, err := s.r.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	defer rows.Close()
+	var out []store.Run
+	for rows.Next() {
+		r, err := scanRun(rows)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", what, err)
+		}
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	return out, nil
+}
+
+// Children returns the runs whose parent is id, oldest first; none (and no
+// error) for an unknown id.
+func (s *Store) Children(ctx context.Context, id string) ([]store.Run, error) {
+	if id == "" {
+		return nil, nil
+	}
+	return s.queryRuns(ctx, "children of "+id, `SELECT `+runCols+` FROM runs
+		WHERE parent_id = ? AND parent_id <> '' ORDER BY created_at, rowid`, id)
+}
+
+// RequestCancel marks a pending or running run for cancellation by its
+// owner. It is idempotent, and unknown or ended runs are not an error (and
+// are left unchanged) (RUN-3).
+func (s *Store) RequestCancel(ctx context.Context, id string) error {
+	_, err := s.w.ExecContext(ctx, `UPDATE runs SET cancel_requested = 1
+		WHERE id = ? AND status IN ('pending', 'running') AND cancel_requested = 0`, id)
+	if err != nil {
+		return fmt.Errorf("request cancel %s: %w", id, err)
+	}
+	return nil
+}
+
+// Unfinished returns the runs left pending or running, oldest first.
+func (s *Store) Unfinished(ctx context.Context) ([]store.Run, error) {
+	return s.queryRuns(ctx, "unfinished runs", `SELECT `+runCols+` FROM runs
+		WHERE status IN ('pending', 'running') ORDER BY created_at, rowid`)
+}

@@ -1,0 +1,224 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"sync"
+	"sync/atomic"
+
+	"github.com/drover-run/drover/store"
+)
+
+// queueLen bounds the events waiting for the writer. A producer that finds
+// the queue full waits: backpressure instead of unbounded memory.
+const queueLen = 8192
+
+// Writer is a Store's batched event writer (LED-1): one goroutine that
+// group-commits the events of every run of the process. Each event is
+// acknowledged only once the transaction holding it has committed, so a
+// caller can persist first, then notify.
+//
+// Group commit: the writer takes whatever is queued (up to the batch
+// limits, see [WithBatchLimits]) and writes it in one transaction; events
+// arriving meanwhile queue up and make the next transaction. There is no
+// timer: an event arriving at an idle writer is committed at once, alone,
+// and under load the batches grow by themselves to amortise each commit.
+//
+// Each event is checked on its own: one that does not continue its run's
+// last seq fails with store.ErrConflict (store.ErrNotFound for an unknown
+// run) without failing the others of its transaction. Events are written
+// in the order they were queued, so a run's events are accepted when one
+// goroutine queues them in seq order, waiting for earlier ones or not.
+type Writer struct {
+	s     *Store
+	queue chan request
+
+	// mu makes closing the queue safe: appends send while holding it for
+	// reading, close takes it for writing, so no send can hit a closed
+	// channel.
+	mu     sync.RWMutex
+	closed bool
+	wg     sync.WaitGroup
+
+	commits, events atomic.Int64
+}
+
+type request struct {
+	ev  store.Event
+	res chan error // buffered: the writer never blocks on a reply
+}
+
+func newWriter(s *Store) *Writer {
+	w := &Writer{s: s, queue: make(chan request, queueLen)}
+	w.wg.Add(1)
+	go w.loop()
+	return w
+}
+
+// Append queues ev and waits until it is durably committed (see the package
+// doc for what survives which crash) or has failed. Errors:
+// store.ErrConflict if ev does not continue its run's last seq,
+// store.ErrNotFound if its run does not exist, [ErrClosed] once the Store
+// is closed. If ctx ends first, Append returns ctx.Err(); the event may
+// still be written.
+func (w *Writer) Append(ctx context.Context, ev store.Event) error {
+	res, err := w.enqueue(ctx, ev)
+	if err != nil {
+		return err
+	}
+	select {
+	case err := <-res:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// AppendAsync queues ev and returns a channel that receives exactly one
+// value: nil once ev is durably committed, or the error Append would have
+// returned. It waits only while the queue is full. Calling AppendAsync for
+// seq n+1 as soon as it has returned for seq n (on one goroutine) keeps a
+// run's events in order without waiting for each commit.
+func (w *Writer) AppendAsync(ev store.Event) <-chan error {
+	res, err := w.enqueue(context.Background(), ev)
+	if err != nil {
+		res = make(chan error, 1)
+		res <- err
+	}
+	return res
+}
+
+func (w *Writer) enqueue(ctx context.Context, ev store.Event) (chan error, error) {
+	if err := validateEvent(ev); err != nil {
+		return nil, err
+	}
+	res := make(chan error, 1)
+	w.mu.RLock()
+	defer w.mu.RUnlock()
+	if w.closed {
+		return nil, ErrClosed
+	}
+	select {
+	case w.queue <- request{ev: ev, res: res}:
+		return res, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// WriterStats counts the writer's work since Open.
+type WriterStats struct {
+	Commits int64 // transactions committed
+	Events  int64 // events written by them
+}
+
+// Stats returns the writer's counters; Events/Commits is the mean batch.
+func (w *Writer) Stats() WriterStats {
+	return WriterStats{Commits: w.commits.Load(), Events: w.events.Load()}
+}
+
+// close stops taking events, commits those already queued and waits for
+// the goroutine to end.
+func (w *Writer) close() {
+	w.mu.Lock()
+	if !w.closed {
+		w.closed = true
+		close(w.queue)
+	}
+	w.mu.Unlock()
+	w.wg.Wait()
+}
+
+func (w *Writer) loop() {
+	defer w.wg.Done()
+	maxEvents, maxBytes := w.s.cfg.maxEvents, w.s.cfg.maxBytes
+	batch := make([]request, 0, maxEvents)
+	for first := range w.queue {
+		batch = append(batch[:0], first)
+		size := evSize(first.ev)
+	fill:
+		// Take what queued up during the previous commit, without waiting
+		// for more: waiting would add latency to an idle writer, and under
+		// load the queue refills while this batch commits.
+		for len(batch) < maxEvents && size < maxBytes {
+			select {
+			case r, ok := <-w.queue:
+				if !ok {
+					break fill
+				}
+				batch = append(batch, r)
+				size += evSize(r.ev)
+			default:
+				break fill
+			}
+		}
+		w.commit(batch)
+		clear(batch) // drop references to delivered events
+	}
+}
+
+func evSize(ev store.Event) int { return len(ev.JSON) + len(ev.RunID) + len(ev.Type) + 32 }
+
+// commit writes batch in one transaction and answers every request. If the
+// transaction itself fails (not just some events' seq checks), each event
+// is retried in its own transaction, so one bad event (say, too large)
+// cannot fail its neighbours.
+func (w *Writer) commit(batch []request) {
+	evs := make([]store.Event, len(batch))
+	for i, r := range batch {
+		evs[i] = r.ev
+	}
+	errs, err := w.write(evs)
+	if err != nil && len(batch) > 1 {
+		for _, r := range batch {
+			w.commit([]request{r})
+		}
+		return
+	}
+	for i, r := range batch {
+		if err != nil {
+			r.res <- err
+		} else {
+			r.res <- errs[i]
+		}
+	}
+}
+
+// write commits the events of evs that continue their runs; errs says
+// which did not.
+func (w *Writer) write(evs []store.Event) (errs []error, err error) {
+	s := w.s
+	// Not a caller's context: a batch holds many callers' events, and Close
+	// must be able to flush after callers have given up.
+	ctx := context.Background()
+	var n int
+	err = s.inTx(ctx, func(tx *sql.Tx) error {
+		var last map[string]int64
+		var err error
+		errs, last, err = s.checkSeqs(ctx, tx, evs)
+		if err != nil {
+			return err
+		}
+		good := evs
+		if errors.Join(errs...) != nil {
+			good = nil
+			for i, ev := range evs {
+				if errs[i] == nil {
+					good = append(good, ev)
+				}
+			}
+		}
+		if len(good) == 0 {
+			return nil
+		}
+		n = len(good)
+		return s.insertEvents(ctx, tx, good, last)
+	})
+	if err != nil {
+		return nil, err
+	}
+	w.commits.Add(1)
+	w.events.Add(int64(n))
+	return errs, nil
+}
