@@ -7,6 +7,7 @@ import (
 	"github.com/drover-run/drover/adapter/claude"
 	"github.com/drover-run/drover/adapter/codex"
 	"github.com/drover-run/drover/adapter/gemini"
+	"github.com/drover-run/drover/adapter/opencode"
 )
 
 // Registry returns a new registry holding every built-in adapter.
@@ -15,6 +16,7 @@ func Registry() *drover.Registry {
 	must(reg.Register(claude.New(), claude.Alias))
 	must(reg.Register(codex.New()))
 	must(reg.Register(gemini.New()))
+	must(reg.Register(opencode.New()))
 	return reg
 }
 

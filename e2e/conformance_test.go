@@ -7,6 +7,7 @@ import (
 	"github.com/drover-run/drover/adapter/claude"
 	"github.com/drover-run/drover/adapter/codex"
 	"github.com/drover-run/drover/adapter/gemini"
+	"github.com/drover-run/drover/adapter/opencode"
 )
 
 // TestConformance runs the same scenarios against every real vendor CLI.
@@ -30,6 +31,13 @@ func TestConformance(t *testing.T) {
 			Adapter:       gemini.New(),
 			Binary:        vendorBin(t, "gemini", "DROVER_GEMINI_BIN"),
 			UnknownResume: "99999999-2222-4333-8444-555555555555",
+		})
+	})
+	t.Run("opencode", func(t *testing.T) {
+		adaptertest.Run(t, adaptertest.Harness{
+			Adapter:       opencode.New(),
+			Binary:        vendorBin(t, "opencode", "DROVER_OPENCODE_BIN"),
+			UnknownResume: "ses_0000000000000000000000unknown",
 		})
 	})
 }

@@ -57,7 +57,7 @@ var (
 // New returns an OpenCode adapter.
 func New() *Adapter {
 	// OpenCode flushes its session database and stops its internal server
-	// after the last step; measured 0.1–0.4 s, so 3 s of silence after the
+	// after the last step; measured 0.1–0.25 s, so 3 s of silence after the
 	// final step means it hangs.
 	return &Adapter{linger: 3 * time.Second, grace: 3 * time.Second}
 }
@@ -450,6 +450,14 @@ func Env(opts drover.Options, home string) []string {
 		env = append(env, kv)
 	}
 	set := func(k, v string) { env = append(env, k+"="+v) }
+	if opts.Cwd != "" {
+		// OpenCode takes its project directory from $PWD, not from its
+		// working directory (measured: with drover's inherited PWD a
+		// relative write landed in drover's own directory, outside Cwd).
+		if abs, err := filepath.Abs(opts.Cwd); err == nil {
+			set("PWD", abs)
+		}
+	}
 	// drover pins and tests CLI versions; a CLI updating itself mid-fleet
 	// would run untested code.
 	set("OPENCODE_DISABLE_AUTOUPDATE", "1")

@@ -92,6 +92,12 @@ func fakeClaude(mode string) {
 		signalIgnoreTerm()
 		out(initLine)
 		time.Sleep(time.Hour)
+	case "drip": // init, then a text every 20 ms until killed
+		out(initLine)
+		for i := 0; ; i++ {
+			out(textLine(fmt.Sprintf("drip %d", i)))
+			time.Sleep(20 * time.Millisecond)
+		}
 	case "slow-then-ok":
 		out(initLine)
 		for range 5 {
@@ -253,8 +259,8 @@ func TestCLI_InterruptExits130(t *testing.T) {
 	for _, ev := range evs {
 		per[ev.RunID] = append(per[ev.RunID], ev)
 	}
-	if len(per) != 2 || per["claude#1"] == nil || per["claude#2"] == nil {
-		t.Fatalf("runs %v", per)
+	if len(per) != 2 {
+		t.Fatalf("want 2 runs, got %d: %v", len(per), per)
 	}
 	for id, evs := range per {
 		if d := lastDone(t, evs); d.Status != drover.StatusInterrupted {
@@ -348,11 +354,20 @@ func TestCLI_AgentsLists(t *testing.T) {
 		Path      string `json:"path"`
 		Tested    bool   `json:"tested"`
 	}
-	if err := json.Unmarshal(out.Bytes(), &row); err != nil {
-		t.Fatalf("%q: %v", out.String(), err)
+	ids := map[string]bool{}
+	for _, l := range strings.Split(strings.TrimSpace(out.String()), "\n") {
+		if err := json.Unmarshal([]byte(l), &row); err != nil {
+			t.Fatalf("%q: %v", l, err)
+		}
+		ids[row.ID] = true
+		if row.ID == "claude-code" && (!row.Installed || row.Path != self || row.Tested) {
+			t.Fatalf("claude row %+v", row)
+		}
 	}
-	if row.ID != "claude-code" || !row.Installed || row.Path != self || row.Tested {
-		t.Fatalf("row %+v", row)
+	for _, id := range []string{"claude-code", "codex", "gemini"} {
+		if !ids[id] {
+			t.Errorf("drover agents lacks %s", id)
+		}
 	}
 }
 

@@ -10,6 +10,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -102,6 +105,17 @@ func attempt(ctx context.Context, v Vendor, path string, req drover.Request, s S
 	}
 	spec := l.Spec
 	spec.Path = path
+	if spec.Dir != "" {
+		// Some CLIs (OpenCode) take their project directory from $PWD, which
+		// the inherited environment has for drover's own directory.
+		env := spec.Env
+		if env == nil {
+			env = os.Environ()
+		}
+		if abs, err := filepath.Abs(spec.Dir); err == nil {
+			spec.Env = append(slices.Clone(env), "PWD="+abs)
+		}
+	}
 	if s.Grace > 0 {
 		spec.Grace = s.Grace
 	}

@@ -3,7 +3,6 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math/bits"
@@ -17,59 +16,83 @@ import (
 // each, far below SQLite's limit of 32766).
 const insertChunk = 128
 
-// stmts are the write connection's prepared statements for events: an
-// INSERT of 1, 2, 4, … insertChunk rows, and the statements every batch
-// runs. Preparing a 128-row INSERT costs about as much as running it, so
-// they are prepared once, at Open. Why at Open: database/sql cannot prepare
-// on the DB while a transaction holds its only write connection.
+// seqChunk is the most run ids one last-seq query takes.
+const seqChunk = 64
+
+// stmts are the write connection's prepared statements for events: INSERTs
+// of 1, 2, 4, … insertChunk rows, and last-seq queries for 1, 2, 4, …
+// seqChunk runs. Preparing a 128-row INSERT costs about as much as running
+// it, so they are prepared once, at Open. Why at Open: database/sql cannot
+// prepare on the DB while a transaction holds its only write connection.
 type stmts struct {
-	inserts []*sql.Stmt // inserts[k] has 1<<k rows
-	lastSeq *sql.Stmt
-	setSeq  *sql.Stmt
+	inserts  []*sql.Stmt // inserts[k] has 1<<k rows
+	lastSeqs []*sql.Stmt // lastSeqs[k] takes 1<<k run ids
 }
 
 func (c *stmts) prepare(ctx context.Context, db *sql.DB) error {
-	prep := func(q string) (*sql.Stmt, error) { return db.PrepareContext(ctx, q) }
-	var err error
 	for n := 1; n <= insertChunk; n *= 2 {
-		var b strings.Builder
-		b.WriteString(`INSERT INTO events (run_id, seq, type, json, time) VALUES `)
-		for i := range n {
-			if i > 0 {
-				b.WriteString(", ")
-			}
-			b.WriteString("(?, ?, ?, ?, ?)")
-		}
-		st, err := prep(b.String())
+		st, err := db.PrepareContext(ctx, `INSERT INTO events (run_id, seq, type, json, time) VALUES `+
+			strings.TrimSuffix(strings.Repeat("(?, ?, ?, ?, ?), ", n), ", "))
 		if err != nil {
 			return err
 		}
 		c.inserts = append(c.inserts, st)
 	}
-	// One query for every run of a batch, whatever their number: the ids
-	// come as one JSON array.
-	if c.lastSeq, err = prep(`SELECT id, last_seq FROM runs WHERE id IN (SELECT value FROM json_each(?))`); err != nil {
-		return err
+	for n := 1; n <= seqChunk; n *= 2 {
+		// NULL when the run has no events; no row when it does not exist.
+		st, err := db.PrepareContext(ctx, `SELECT id, (SELECT MAX(seq) FROM events WHERE run_id = runs.id)
+			FROM runs WHERE id IN (`+placeholders(n)+`)`)
+		if err != nil {
+			return err
+		}
+		c.lastSeqs = append(c.lastSeqs, st)
 	}
-	c.setSeq, err = prep(`UPDATE runs SET last_seq = ? WHERE id = ?`)
-	return err
+	return nil
 }
 
-// insert returns the largest INSERT of at most n rows, and its row count.
-func (c *stmts) insert(n int) (*sql.Stmt, int) {
-	k := min(bits.Len(uint(n))-1, len(c.inserts)-1)
-	return c.inserts[k], 1 << k
+// pick returns the largest statement of list for at most n items, and its
+// item count (list[k] takes 1<<k).
+func pick(list []*sql.Stmt, n int) (*sql.Stmt, int) {
+	k := min(bits.Len(uint(n))-1, len(list)-1)
+	return list[k], 1 << k
 }
 
 func (c *stmts) close() {
-	for _, st := range c.inserts {
+	for _, st := range append(c.inserts, c.lastSeqs...) {
 		st.Close()
 	}
-	for _, st := range []*sql.Stmt{c.lastSeq, c.setSeq} {
-		if st != nil {
-			st.Close()
+}
+
+// lastSeqs returns the last seq of each existing run of ids (0 when it has
+// no events yet); unknown runs are absent.
+func (s *Store) lastSeqs(ctx context.Context, tx *sql.Tx, ids []string) (map[string]int64, error) {
+	last := make(map[string]int64, len(ids))
+	args := make([]any, 0, min(len(ids), seqChunk))
+	for len(ids) > 0 {
+		stmt, n := pick(s.stmts.lastSeqs, len(ids))
+		args = args[:0]
+		for _, id := range ids[:n] {
+			args = append(args, id)
+		}
+		ids = ids[n:]
+		rows, err := tx.StmtContext(ctx, stmt).QueryContext(ctx, args...)
+		if err != nil {
+			return nil, err
+		}
+		for rows.Next() {
+			var id string
+			var seq sql.NullInt64
+			if err := rows.Scan(&id, &seq); err != nil {
+				rows.Close()
+				return nil, err
+			}
+			last[id] = seq.Int64
+		}
+		if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+			return nil, err
 		}
 	}
+	return last, nil
 }
 
 // checkSeqs reads the last seq of every run named in evs (inside tx, which
@@ -77,40 +100,21 @@ func (c *stmts) close() {
 // each event continues its run: errs[i] is nil for an event that may be
 // written, ErrNotFound for an unknown run, ErrConflict for a gap or a
 // duplicate. An event that fails does not advance its run, so a later
-// event of the same run is checked against the last good one. moved maps
-// each run that has events to write to its new last seq.
-func (s *Store) checkSeqs(ctx context.Context, tx *sql.Tx, evs []store.Event) (errs []error, moved map[string]int64, err error) {
-	ids := make([]string, 0, 8)
-	seen := make(map[string]bool, 8)
+// event of the same run is checked against the last good one.
+func (s *Store) checkSeqs(ctx context.Context, tx *sql.Tx, evs []store.Event) ([]error, error) {
+	var ids []string
+	seen := make(map[string]bool)
 	for _, ev := range evs {
 		if !seen[ev.RunID] {
 			seen[ev.RunID] = true
 			ids = append(ids, ev.RunID)
 		}
 	}
-	idsJSON, err := json.Marshal(ids)
+	last, err := s.lastSeqs(ctx, tx, ids)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	rows, err := tx.StmtContext(ctx, s.stmts.lastSeq).QueryContext(ctx, string(idsJSON))
-	if err != nil {
-		return nil, nil, err
-	}
-	last := make(map[string]int64, len(ids))
-	for rows.Next() {
-		var id string
-		var seq int64
-		if err := rows.Scan(&id, &seq); err != nil {
-			rows.Close()
-			return nil, nil, err
-		}
-		last[id] = seq
-	}
-	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
-		return nil, nil, err
-	}
-	errs = make([]error, len(evs))
-	moved = make(map[string]int64, len(ids))
+	errs := make([]error, len(evs))
 	for i, ev := range evs {
 		cur, ok := last[ev.RunID]
 		switch {
@@ -120,17 +124,17 @@ func (s *Store) checkSeqs(ctx context.Context, tx *sql.Tx, evs []store.Event) (e
 			errs[i] = fmt.Errorf("append event %s/%d: run's last seq is %d: %w", ev.RunID, ev.Seq, cur, store.ErrConflict)
 		default:
 			last[ev.RunID] = ev.Seq
-			moved[ev.RunID] = ev.Seq
 		}
 	}
-	return errs, moved, nil
+	return errs, nil
 }
 
-// insertEvents writes evs (already checked) and the runs' new last seqs.
-func (s *Store) insertEvents(ctx context.Context, tx *sql.Tx, evs []store.Event, moved map[string]int64) error {
+// insertEvents writes evs, already checked, with as few statements as
+// their number allows.
+func (s *Store) insertEvents(ctx context.Context, tx *sql.Tx, evs []store.Event) error {
 	args := make([]any, 0, 5*min(len(evs), insertChunk))
 	for len(evs) > 0 {
-		stmt, n := s.stmts.insert(len(evs))
+		stmt, n := pick(s.stmts.inserts, len(evs))
 		args = args[:0]
 		for _, ev := range evs[:n] {
 			args = append(args, ev.RunID, ev.Seq, string(ev.Type), string(ev.JSON), timeArg(ev.Time))
@@ -142,12 +146,6 @@ func (s *Store) insertEvents(ctx context.Context, tx *sql.Tx, evs []store.Event,
 			return err
 		}
 		evs = evs[n:]
-	}
-	set := tx.StmtContext(ctx, s.stmts.setSeq)
-	for id, seq := range moved {
-		if _, err := set.ExecContext(ctx, seq, id); err != nil {
-			return err
-		}
 	}
 	return nil
 }
@@ -177,7 +175,7 @@ func (s *Store) AppendEvents(ctx context.Context, evs []store.Event) error {
 		}
 	}
 	return s.inTx(ctx, func(tx *sql.Tx) error {
-		errs, moved, err := s.checkSeqs(ctx, tx, evs)
+		errs, err := s.checkSeqs(ctx, tx, evs)
 		if err != nil {
 			return fmt.Errorf("append events: %w", err)
 		}
@@ -186,7 +184,7 @@ func (s *Store) AppendEvents(ctx context.Context, evs []store.Event) error {
 				return err // the first: later ones of its run follow from it
 			}
 		}
-		if err := s.insertEvents(ctx, tx, evs, moved); err != nil {
+		if err := s.insertEvents(ctx, tx, evs); err != nil {
 			return fmt.Errorf("append events: %w", err)
 		}
 		return nil

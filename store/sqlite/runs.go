@@ -12,10 +12,15 @@ import (
 	"github.com/drover-run/drover/store"
 )
 
-const runCols = `id, agent, prompt, status, error, parent_id, session_id, resume_token,
+// runInsertCols are the columns CreateRun writes; runCols what a query
+// reads, LastSeq coming from the run's events (one index seek).
+const (
+	runInsertCols = `id, agent, prompt, status, error, parent_id, session_id, resume_token,
 	options, timeout_ns, owner, pid, pgid, created_at, started_at, ended_at, done_status,
 	input_tokens, output_tokens, tool_uses, total_cost_usd, cache_read_tokens,
-	cache_write_tokens, reasoning_tokens, turns, duration_ms, last_seq, cancel_requested`
+	cache_write_tokens, reasoning_tokens, turns, duration_ms, cancel_requested`
+	runCols = runInsertCols + `, (SELECT COALESCE(MAX(seq), 0) FROM events WHERE run_id = runs.id)`
+)
 
 type scanner interface{ Scan(dest ...any) error }
 
@@ -31,7 +36,7 @@ func scanRun(sc scanner) (store.Run, error) {
 	err := sc.Scan(&r.ID, &r.Agent, &r.Prompt, &r.Status, &r.Error, &r.ParentID, &r.SessionID, &r.ResumeToken,
 		&options, &timeout, &r.Owner, &r.Pid, &r.Pgid, &created, &started, &ended, &r.DoneStatus,
 		&r.Usage.InputTokens, &r.Usage.OutputTokens, &r.Usage.ToolUses, &cost, &cacheR,
-		&cacheW, &reason, &trn, &r.DurationMs, &r.LastSeq, &r.CancelRequested)
+		&cacheW, &reason, &trn, &r.DurationMs, &r.CancelRequested, &r.LastSeq)
 	if err != nil {
 		return r, err
 	}
@@ -82,6 +87,7 @@ func validStatus(s store.RunStatus) bool {
 
 // CreateRun records a new run. It fills in r.Status (pending) and
 // r.CreatedAt (now) when they are zero; ErrConflict if the id exists.
+// r.LastSeq is ignored: a run's last seq is that of its last event.
 func (s *Store) CreateRun(ctx context.Context, r *store.Run) error {
 	if r.ID == "" {
 		return errors.New("create run: empty id")
@@ -99,8 +105,8 @@ func (s *Store) CreateRun(ctx context.Context, r *store.Run) error {
 		jsonArg(r.Options), int64(r.Timeout), r.Owner, r.Pid, r.Pgid,
 		timeArg(r.CreatedAt), timeArg(r.StartedAt), timeArg(r.EndedAt), string(r.DoneStatus)}
 	args = append(args, usageArgs(r.Usage)...)
-	args = append(args, r.DurationMs, r.LastSeq, r.CancelRequested)
-	_, err := s.w.ExecContext(ctx, `INSERT INTO runs (`+runCols+`) VALUES (`+placeholders(len(args))+`)`, args...)
+	args = append(args, r.DurationMs, r.CancelRequested)
+	_, err := s.w.ExecContext(ctx, `INSERT INTO runs (`+runInsertCols+`) VALUES (`+placeholders(len(args))+`)`, args...)
 	if isUniqueViolation(err) {
 		return fmt.Errorf("create run %s: %w", r.ID, store.ErrConflict)
 	}

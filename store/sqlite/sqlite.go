@@ -75,7 +75,8 @@ type config struct {
 type Option func(*config)
 
 // WithBusyTimeout sets how long a write waits for another process holding
-// the file's write lock before it fails with SQLITE_BUSY (default 30 s).
+// the file's write lock before it fails with SQLITE_BUSY (default 30 s;
+// under a millisecond means not at all).
 func WithBusyTimeout(d time.Duration) Option {
 	return func(c *config) { c.busyTimeout = d }
 }
@@ -147,9 +148,10 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
 	// One write connection per process: in-process writers queue for it in
-	// database/sql (FIFO, no sleeping), and only writers in other processes
-	// meet SQLite's busy handler. The connection is kept for the Store's
-	// life, so its prepared statements stay valid.
+	// database/sql (woken as soon as it is free, no sleeping), and only
+	// writers in other processes meet SQLite's busy handler, which polls.
+	// The connection is kept for the Store's life, so the statements
+	// prepared on it stay prepared.
 	w.SetMaxOpenConns(1)
 	w.SetMaxIdleConns(1)
 	w.SetConnMaxLifetime(0)

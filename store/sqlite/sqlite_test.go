@@ -474,3 +474,126 @@ func TestLED1_CrashSafety(t *testing.T) {
 	}
 	t.Logf("%d events acknowledged before kill -9, all present", lines)
 }
+
+// Paths with URI-special characters name the file they say, and every
+// option opens a working ledger.
+func TestOpenOptions(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "a dir?#%")
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "led ger.db")
+	s := openPath(t, path, sqlite.WithSynchronousFull(), sqlite.WithBusyTimeout(time.Second),
+		sqlite.WithBatchLimits(2, 1<<10), sqlite.WithReadConns(1))
+	createRuns(t, s, "r")
+	for seq := int64(1); seq <= 5; seq++ {
+		if err := s.Writer().Append(t.Context(), testEvent("r", seq)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// WithBatchLimits(2, …): a burst takes at least one commit per two events.
+	before := s.Writer().Stats()
+	var res []<-chan error
+	for seq := int64(6); seq <= 15; seq++ {
+		res = append(res, s.Writer().AppendAsync(testEvent("r", seq)))
+	}
+	for _, c := range res {
+		if err := <-c; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if c := s.Writer().Stats().Commits - before.Commits; c < 5 {
+		t.Errorf("10 events took %d commits with batches of at most 2", c)
+	}
+	checkRun(t, s, "r", 15)
+	if s.Path() != path {
+		t.Errorf("Path() = %q, want %q", s.Path(), path)
+	}
+	if _, err := os.Stat(path); err != nil {
+		t.Errorf("ledger file: %v", err)
+	}
+
+	junk := filepath.Join(t.TempDir(), "junk.db")
+	if err := os.WriteFile(junk, []byte(strings.Repeat("not a database ", 100)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if s, err := sqlite.Open(t.Context(), junk); err == nil {
+		s.Close()
+		t.Error("Open accepted a file that is not a database")
+	}
+}
+
+// LED-1: an event that makes its whole transaction fail (here: a trigger
+// refuses it) fails alone; the writer retries its neighbours one by one.
+func TestLED1_WriterIsolatesFailingEvent(t *testing.T) {
+	s, path := openTemp(t)
+	createRuns(t, s, "r", "p")
+	if _, err := rawDB(t, path).Exec(`CREATE TRIGGER poison BEFORE INSERT ON events
+		WHEN NEW.type = 'poison' BEGIN SELECT RAISE(ABORT, 'poisoned event'); END`); err != nil {
+		t.Fatal(err)
+	}
+	w := s.Writer()
+	var res []<-chan error
+	for seq := int64(1); seq <= 100; seq++ {
+		res = append(res, w.AppendAsync(testEvent("r", seq)))
+		if seq == 50 {
+			bad := testEvent("p", 1)
+			bad.Type = "poison"
+			res = append(res, w.AppendAsync(bad))
+		}
+	}
+	for i, c := range res {
+		err := <-c
+		if i == 50 {
+			if err == nil || !strings.Contains(err.Error(), "poisoned") {
+				t.Errorf("poisoned event: %v", err)
+			}
+		} else if err != nil {
+			t.Errorf("event %d: %v", i, err)
+		}
+	}
+	checkRun(t, s, "r", 100)
+	checkRun(t, s, "p", 0)
+	t.Logf("writer: %+v", w.Stats())
+}
+
+// LED-2: batches naming many runs (more than one last-seq query takes)
+// and many events (more than one INSERT carries).
+func TestAppendManyRuns(t *testing.T) {
+	s, _ := openTemp(t)
+	const runs = 150
+	var evs []store.Event
+	for i := range runs {
+		createRuns(t, s, fmt.Sprintf("r%03d", i))
+	}
+	for seq := int64(1); seq <= 2; seq++ {
+		for i := range runs {
+			evs = append(evs, testEvent(fmt.Sprintf("r%03d", i), seq))
+		}
+	}
+	if err := s.AppendEvents(t.Context(), evs); err != nil {
+		t.Fatal(err)
+	}
+	var res []<-chan error
+	for i := range runs {
+		res = append(res, s.Writer().AppendAsync(testEvent(fmt.Sprintf("r%03d", i), 3)))
+	}
+	for _, c := range res {
+		if err := <-c; err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range runs {
+		checkRun(t, s, fmt.Sprintf("r%03d", i), 3)
+	}
+	// A conflict in the last run fails the whole AppendEvents batch.
+	evs = evs[:0]
+	for i := range runs {
+		evs = append(evs, testEvent(fmt.Sprintf("r%03d", i), 4))
+	}
+	evs[runs-1].Seq = 9
+	if err := s.AppendEvents(t.Context(), evs); !errors.Is(err, store.ErrConflict) {
+		t.Fatalf("AppendEvents with one gap: %v", err)
+	}
+	checkRun(t, s, "r000", 3)
+}

@@ -30,6 +30,8 @@ const queueLen = 8192
 // run) without failing the others of its transaction. Events are written
 // in the order they were queued, so a run's events are accepted when one
 // goroutine queues them in seq order, waiting for earlier ones or not.
+// (Mixing the Writer and Store.AppendEvents for one run is fine as long as
+// each call has returned before the next one for that run is made.)
 type Writer struct {
 	s     *Store
 	queue chan request
@@ -92,6 +94,9 @@ func (w *Writer) AppendAsync(ev store.Event) <-chan error {
 func (w *Writer) enqueue(ctx context.Context, ev store.Event) (chan error, error) {
 	if err := validateEvent(ev); err != nil {
 		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err // select below would pick at random
 	}
 	res := make(chan error, 1)
 	w.mu.RLock()
@@ -163,14 +168,15 @@ func evSize(ev store.Event) int { return len(ev.JSON) + len(ev.RunID) + len(ev.T
 // commit writes batch in one transaction and answers every request. If the
 // transaction itself fails (not just some events' seq checks), each event
 // is retried in its own transaction, so one bad event (say, too large)
-// cannot fail its neighbours.
+// cannot fail its neighbours — unless the failure was the file staying
+// locked for the whole busy timeout, which would only repeat per event.
 func (w *Writer) commit(batch []request) {
 	evs := make([]store.Event, len(batch))
 	for i, r := range batch {
 		evs[i] = r.ev
 	}
 	errs, err := w.write(evs)
-	if err != nil && len(batch) > 1 {
+	if err != nil && len(batch) > 1 && !isBusy(err) {
 		for _, r := range batch {
 			w.commit([]request{r})
 		}
@@ -194,9 +200,8 @@ func (w *Writer) write(evs []store.Event) (errs []error, err error) {
 	ctx := context.Background()
 	var n int
 	err = s.inTx(ctx, func(tx *sql.Tx) error {
-		var last map[string]int64
 		var err error
-		errs, last, err = s.checkSeqs(ctx, tx, evs)
+		errs, err = s.checkSeqs(ctx, tx, evs)
 		if err != nil {
 			return err
 		}
@@ -213,7 +218,7 @@ func (w *Writer) write(evs []store.Event) (errs []error, err error) {
 			return nil
 		}
 		n = len(good)
-		return s.insertEvents(ctx, tx, good, last)
+		return s.insertEvents(ctx, tx, good)
 	})
 	if err != nil {
 		return nil, err

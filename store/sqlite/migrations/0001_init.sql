@@ -30,7 +30,6 @@ CREATE TABLE runs (
 	reasoning_tokens   INTEGER,
 	turns              INTEGER,
 	duration_ms        INTEGER NOT NULL DEFAULT 0,
-	last_seq           INTEGER NOT NULL DEFAULT 0,
 	cancel_requested   INTEGER NOT NULL DEFAULT 0
 ) STRICT;
 
@@ -43,7 +42,9 @@ CREATE INDEX runs_session ON runs (session_id, created_at) WHERE session_id <> '
 CREATE INDEX runs_parent  ON runs (parent_id, created_at) WHERE parent_id <> '';
 
 -- Events are clustered by (run_id, seq): Events(runID, afterSeq) is one
--- range scan, and the key itself rejects a duplicate seq.
+-- range scan, a run's last seq one seek (runs keeps no copy of it, so
+-- appending events writes no runs page), and the key itself rejects a
+-- duplicate seq.
 CREATE TABLE events (
 	run_id TEXT    NOT NULL REFERENCES runs (id),
 	seq    INTEGER NOT NULL,
