@@ -206,9 +206,11 @@ func NewRunID() string {
 // as pending until a slot is free (RUN-7). It fails for an unknown agent,
 // invalid options, an unknown session, or a parent that is not active.
 func (s *Supervisor) Start(ctx context.Context, req StartRequest) (string, error) {
-	if _, ok := s.eng.Registry().Get(req.Agent); !ok {
+	ad, ok := s.eng.Registry().Get(req.Agent)
+	if !ok {
 		return "", fmt.Errorf("%w %q", drover.ErrUnknownAgent, req.Agent)
 	}
+	req.Agent = ad.ID() // record the canonical id, not an alias
 	if err := req.Options.Validate(); err != nil {
 		return "", err
 	}

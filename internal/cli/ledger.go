@@ -121,6 +121,10 @@ func withStore(ctx context.Context, db string, fn func(store.Store) error) error
 		return fmt.Errorf("open ledger %s: %w", path, err)
 	}
 	defer l.close()
+	// What a dead drover left running is shown as it is: failed.
+	if err := runs.Reconcile(ctx, l.st, runs.DefaultOwner()); err != nil {
+		return fmt.Errorf("reconcile ledger: %w", err)
+	}
 	return fn(l.st)
 }
 

@@ -31,7 +31,9 @@ type stmts struct {
 
 func (c *stmts) prepare(ctx context.Context, db *sql.DB) error {
 	for n := 1; n <= insertChunk; n *= 2 {
-		st, err := db.PrepareContext(ctx, `INSERT INTO events (run_id, seq, type, json, time) VALUES `+
+		// OR FAIL: see the events table in migrations/0001_init.sql. The
+		// transaction is rolled back on any error anyway.
+		st, err := db.PrepareContext(ctx, `INSERT OR FAIL INTO events (run_id, seq, type, json, time) VALUES `+
 			strings.TrimSuffix(strings.Repeat("(?, ?, ?, ?, ?), ", n), ", "))
 		if err != nil {
 			return err

@@ -44,9 +44,11 @@ CREATE INDEX runs_parent  ON runs (parent_id, created_at) WHERE parent_id <> '';
 -- Events are clustered by (run_id, seq): Events(runID, afterSeq) is one
 -- range scan, a run's last seq one seek (runs keeps no copy of it, so
 -- appending events writes no runs page), and the key itself rejects a
--- duplicate seq.
+-- duplicate seq. The foreign key is checked at commit (DEFERRED) and
+-- events are inserted OR FAIL: then a multi-row INSERT cannot abort half
+-- way, and SQLite skips the statement journal it would otherwise write.
 CREATE TABLE events (
-	run_id TEXT    NOT NULL REFERENCES runs (id),
+	run_id TEXT    NOT NULL REFERENCES runs (id) DEFERRABLE INITIALLY DEFERRED,
 	seq    INTEGER NOT NULL,
 	type   TEXT    NOT NULL,
 	json   TEXT    NOT NULL,
