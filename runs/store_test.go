@@ -18,3 +18,16 @@ func openStore(t *testing.T, path string) store.Store {
 	t.Cleanup(func() { s.Close() })
 	return s
 }
+
+type sqliteWriter = sqlite.Writer
+
+// openStoreB opens a real SQLite ledger file for a benchmark.
+func openStoreB(b *testing.B, path string) store.Store {
+	b.Helper()
+	s, err := sqlite.Open(context.Background(), path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { s.Close() })
+	return s
+}

@@ -21,6 +21,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/drover-run/drover"
@@ -36,8 +37,13 @@ type Config struct {
 	// DefaultTimeout applies to runs that name none (RUN-4); 0 means 1 h.
 	DefaultTimeout time.Duration
 	// Append persists one event durably before returning. nil means
-	// Store.AppendEvents with that one event.
+	// Store.AppendEvents with that one event. Used when AppendAsync is nil.
 	Append func(ctx context.Context, ev store.Event) error
+	// AppendAsync queues one event and returns a channel that receives nil
+	// once it is durable (or the error). Calls for one run must keep their
+	// seq order. With it, a run never waits for the disk: readers are woken
+	// as commits land.
+	AppendAsync func(ev store.Event) <-chan error
 	// Owner names this supervisor in the ledger; "" means "host:pid".
 	Owner string
 	// Poll is how often runs owned elsewhere are checked (cross-process
@@ -137,6 +143,14 @@ func New(ctx context.Context, eng *drover.Engine, st store.Store, cfg Config) (*
 	}
 	if cfg.Append == nil {
 		cfg.Append = func(ctx context.Context, ev store.Event) error { return st.AppendEvents(ctx, []store.Event{ev}) }
+	}
+	if cfg.AppendAsync == nil {
+		appendSync := cfg.Append
+		cfg.AppendAsync = func(ev store.Event) <-chan error {
+			res := make(chan error, 1)
+			res <- appendSync(context.Background(), ev)
+			return res
+		}
 	}
 	s := &Supervisor{eng: eng, st: st, cfg: cfg, active: map[string]*active{}}
 	if err := Reconcile(ctx, st, cfg.Owner); err != nil {
@@ -292,7 +306,13 @@ func (s *Supervisor) execute(a *active) {
 		a.wake()
 		close(a.done)
 	}()
-	rec := &recorder{s: s, a: a, ctx: context.WithoutCancel(a.ctx)}
+	rec := &recorder{s: s, a: a, ctx: context.WithoutCancel(a.ctx), commits: make(chan (<-chan error), 4096)}
+	// The committer wakes readers as each event becomes durable, so the run
+	// itself never waits for the disk; it is owned here and waited for
+	// before the run's end is recorded. The buffered channel bounds how far
+	// the run may get ahead of the ledger.
+	var committer sync.WaitGroup
+	committer.Go(rec.commit)
 	if a.ctx.Err() == nil {
 		opts := a.req.Options
 		opts.Timeout = a.req.Timeout
@@ -322,6 +342,8 @@ func (s *Supervisor) execute(a *active) {
 	for _, c := range children {
 		<-c.done
 	}
+	close(rec.commits)
+	committer.Wait()
 	rec.finish()
 }
 
@@ -333,7 +355,24 @@ type recorder struct {
 	seq     int64
 	evs     []drover.Event
 	started bool
-	ledger  error // first ledger failure
+	commits chan (<-chan error)   // pending commits, in seq order
+	failed  atomic.Pointer[error] // first ledger failure, set by the committer
+	ledger  error                 // read by finish after the committer ended
+}
+
+// commit waits for each event's commit in order and wakes readers after it.
+func (r *recorder) commit() {
+	for res := range r.commits {
+		if err := <-res; err != nil {
+			if r.failed.CompareAndSwap(nil, &err) {
+				// A run the ledger cannot record is stopped: drover must
+				// not run agents it cannot account for.
+				r.a.cancel(fmt.Errorf("ledger: %w", err))
+			}
+			continue
+		}
+		r.a.wake()
+	}
 }
 
 // processStarted records the vendor process (RUN-6 needs its group).
@@ -343,32 +382,31 @@ func (r *recorder) processStarted(pid, pgid int) {
 	}
 }
 
-// record gives ev its runId and seq, persists it, and only then wakes
-// readers ("persist first, then notify").
+// record gives ev its runId and seq and queues it for the ledger; readers
+// are woken only once it is durable ("persist first, then notify").
 func (r *recorder) record(ev drover.Event) {
 	r.seq++
 	ev.RunID, ev.Seq = r.a.id, r.seq
 	r.evs = append(r.evs, ev)
-	if r.ledger != nil {
+	if r.failed.Load() != nil {
 		return
 	}
 	data, err := json.Marshal(ev)
-	if err == nil {
-		err = r.s.cfg.Append(r.ctx, store.Event{RunID: r.a.id, Seq: r.seq, Type: ev.Type, JSON: data, Time: time.UnixMilli(ev.Timestamp)})
-	}
 	if err != nil {
-		// A run the ledger cannot record is stopped: drover must not run
-		// agents it cannot account for.
-		r.ledger = err
-		r.a.cancel(fmt.Errorf("ledger: %w", err))
+		res := make(chan error, 1)
+		res <- err
+		r.commits <- res
 		return
 	}
-	r.a.wake()
+	r.commits <- r.s.cfg.AppendAsync(store.Event{RunID: r.a.id, Seq: r.seq, Type: ev.Type, JSON: data, Time: time.UnixMilli(ev.Timestamp)})
 }
 
 // finish writes the run's end and turn record in one transaction (LED-3)
 // and moves its session's head (LED-4).
 func (r *recorder) finish() {
+	if p := r.failed.Load(); p != nil {
+		r.ledger = *p
+	}
 	a := r.a
 	res := drover.Collect(slices.Values(r.evs))
 	f := store.Finish{RunID: a.id, Status: store.StatusCompleted, DoneStatus: res.Status,

@@ -20,6 +20,7 @@ import (
 	"github.com/drover-run/drover/internal/proc"
 	"github.com/drover-run/drover/runs"
 	"github.com/drover-run/drover/store"
+	"github.com/drover-run/drover/store/sqlite"
 	"go.uber.org/goleak"
 )
 
@@ -91,6 +92,9 @@ func newFixtureOn(t *testing.T, st store.Store, cfg runs.Config, agents ...*agen
 		}
 	}
 	eng := drover.NewEngine(reg)
+	if w, ok := st.(interface{ Writer() *sqlite.Writer }); ok && cfg.AppendAsync == nil {
+		cfg.AppendAsync = w.Writer().AppendAsync // the batched writer, as drover uses it
+	}
 	sup, err := runs.New(context.Background(), eng, st, cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -47,7 +47,7 @@ func withLedger(ctx context.Context, db string, limit int, fn func(*runs.Supervi
 		return fmt.Errorf("open ledger %s: %w", path, err)
 	}
 	defer l.close()
-	sup, err := runs.New(ctx, drover.NewEngine(builtin.Registry()), l.st, runs.Config{Append: l.append, Limit: limit})
+	sup, err := runs.New(ctx, drover.NewEngine(builtin.Registry()), l.st, runs.Config{Append: l.append, AppendAsync: l.appendAsync, Limit: limit})
 	if err != nil {
 		return err
 	}

@@ -10,9 +10,10 @@ import (
 // ledger is an open ledger: the store, its batched event writer, and how to
 // close both.
 type ledger struct {
-	st     store.Store
-	append func(context.Context, store.Event) error
-	close  func() error
+	st          store.Store
+	append      func(context.Context, store.Event) error
+	appendAsync func(store.Event) <-chan error
+	close       func() error
 }
 
 // openLedger opens the SQLite ledger at path (created if missing).
@@ -21,5 +22,6 @@ func openLedger(ctx context.Context, path string) (*ledger, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &ledger{st: s, append: s.Writer().Append, close: s.Close}, nil
+	w := s.Writer()
+	return &ledger{st: s, append: w.Append, appendAsync: w.AppendAsync, close: s.Close}, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"runtime"
 	"sync"
 	"sync/atomic"
 
@@ -140,6 +141,13 @@ func (w *Writer) loop() {
 	maxEvents, maxBytes := w.s.cfg.maxEvents, w.s.cfg.maxBytes
 	batch := make([]request, 0, maxEvents)
 	for first := range w.queue {
+		if len(batch) > 1 {
+			// Under load (the last batch was not a lone event), let the
+			// producers just woken by its replies queue their next events
+			// before this batch is cut: a yield, not a timer, so an idle
+			// writer never waits.
+			runtime.Gosched()
+		}
 		batch = append(batch[:0], first)
 		size := evSize(first.ev)
 	fill:
@@ -159,7 +167,7 @@ func (w *Writer) loop() {
 			}
 		}
 		w.commit(batch)
-		clear(batch) // drop references to delivered events
+		clear(batch) // drop references to delivered events (len stays)
 	}
 }
 

@@ -1,0 +1,113 @@
+package runs_test
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/drover-run/drover"
+	"github.com/drover-run/drover/adapter/claude"
+	"github.com/drover-run/drover/runs"
+	"github.com/drover-run/drover/store"
+)
+
+// replayAgent writes a fake `claude` that prints a long, realistic native
+// stream (captured lines: init, then rounds of tool call, tool result and
+// text, then the result) and returns its path and the events it yields.
+func replayAgent(b *testing.B, rounds int) (string, int) {
+	b.Helper()
+	src, err := os.ReadFile("../adapter/claude/testdata/2.1.330/bash.jsonl")
+	if err != nil {
+		b.Fatal(err)
+	}
+	var lines []string
+	sc := bufio.NewScanner(bytesReader(src))
+	for sc.Scan() {
+		lines = append(lines, sc.Text())
+	}
+	// bash.jsonl: init, tool_use, tool_result, text, result.
+	dir := b.TempDir()
+	stream := filepath.Join(dir, "stream.jsonl")
+	f, err := os.Create(stream)
+	if err != nil {
+		b.Fatal(err)
+	}
+	w := bufio.NewWriter(f)
+	fmt.Fprintln(w, lines[0])
+	for range rounds {
+		for _, l := range lines[1:4] {
+			fmt.Fprintln(w, l)
+		}
+	}
+	fmt.Fprintln(w, lines[4])
+	w.Flush()
+	f.Close()
+	script := filepath.Join(dir, "claude")
+	os.WriteFile(script, []byte("#!/bin/sh\nexec cat "+stream+"\n"), 0o755)
+	return script, 1 + 3*rounds + 1
+}
+
+func bytesReader(b []byte) *os.File {
+	r, w, _ := os.Pipe()
+	go func() { w.Write(b); w.Close() }()
+	return r
+}
+
+const rounds = 3000
+
+// BenchmarkEventPath is the baseline: a native Claude stream through the
+// real adapter (process, line reader, translator) and the engine.
+func BenchmarkEventPath(b *testing.B) {
+	bin, n := replayAgent(b, rounds)
+	reg := drover.NewRegistry()
+	reg.Register(claude.New())
+	eng := drover.NewEngine(reg)
+	b.ResetTimer()
+	for b.Loop() {
+		events, _ := eng.Run(context.Background(), "claude-code", "p", drover.Options{Binary: bin})
+		got := 0
+		for range events {
+			got++
+		}
+		if got != n {
+			b.Fatalf("%d events, want %d", got, n)
+		}
+	}
+	b.ReportMetric(float64(b.N*n)/b.Elapsed().Seconds(), "events/s")
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/event")
+}
+
+// BenchmarkEventPathRecorded is the same stream through the supervisor with
+// every event recorded in a SQLite ledger file (batched writer), measured
+// until the run is durably finished.
+func BenchmarkEventPathRecorded(b *testing.B) {
+	bin, n := replayAgent(b, rounds)
+	st := openStoreB(b, filepath.Join(b.TempDir(), "drover.db"))
+	reg := drover.NewRegistry()
+	reg.Register(claude.New())
+	cfg := runs.Config{}
+	if w, ok := st.(interface{ Writer() *sqliteWriter }); ok {
+		cfg.AppendAsync = w.Writer().AppendAsync
+	}
+	sup, err := runs.New(context.Background(), drover.NewEngine(reg), st, cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer sup.Close()
+	b.ResetTimer()
+	for b.Loop() {
+		id, err := sup.Start(context.Background(), runs.StartRequest{Agent: "claude-code", Prompt: "p", Options: drover.Options{Binary: bin}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		rs, err := sup.Await(context.Background(), id)
+		if err != nil || rs[0].Status != store.StatusCompleted || rs[0].LastSeq != int64(n) {
+			b.Fatalf("run %+v %v", rs, err)
+		}
+	}
+	b.ReportMetric(float64(b.N*n)/b.Elapsed().Seconds(), "events/s")
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/event")
+}
