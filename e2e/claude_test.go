@@ -1,5 +1,5 @@
 // Package e2e runs the real vendor CLIs, pinned in package.json and
-// installed with `npm ci`, through drover against fakemodel, offline.
+// installed by scripts/install-clis, through drover against fakemodel, offline.
 //
 // The tests run when DROVER_E2E=1 (CI sets it, through scripts/test); then a
 // missing CLI is a failure, not a skip.
@@ -46,7 +46,7 @@ func vendorBin(t *testing.T, name, envVar string) string {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(p); err != nil {
-		t.Fatalf("pinned %s not installed (run `npm ci` in e2e/): %v", name, err)
+		t.Fatalf("pinned %s not installed (run scripts/install-clis): %v", name, err)
 	}
 	return p
 }

@@ -15,9 +15,12 @@ func newFakemodelCmd(e *env) *cobra.Command {
 		Use:   "fakemodel",
 		Short: "Serve drover's scripted model API on 127.0.0.1 (offline rehearsals, tests)",
 		Long: `Serve a scripted model API that agent CLIs can talk to instead of a real
-model: the Anthropic Messages API (point Claude Code at it with
-ANTHROPIC_BASE_URL). Answers come from a script (see docs/fakemodel.md); with
-no --script the built-in demo script answers. Runs until interrupted.`,
+model, on one loopback address: Anthropic Messages (Claude Code), OpenAI
+Responses (Codex), OpenAI Chat Completions (OpenCode) and Gemini (Gemini CLI).
+Answers come from a script (see docs/fakemodel.md); with no --script the
+built-in demo script answers. Runs until interrupted.
+
+'drover run --fakemodel' starts one in-process and points the agent at it.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			script := fakemodel.DefaultScript()

@@ -4,11 +4,12 @@
 //
 // # Sharing one file
 //
-// Several drover processes may open the same file at once. Every write runs
-// in a BEGIN IMMEDIATE transaction, which takes SQLite's single write lock
-// up front instead of upgrading a read lock later (an upgrade can fail with
-// SQLITE_BUSY at once, whatever the busy timeout); a waiting writer retries
-// for the busy timeout (30 s by default) before giving up. Within one
+// Several drover processes may open the same file at once. Every write is
+// one statement or a BEGIN IMMEDIATE transaction, so it takes SQLite's
+// single write lock up front instead of upgrading a read lock later (an
+// upgrade can fail with SQLITE_BUSY at once, whatever the busy timeout); a
+// waiting writer retries for the busy timeout (30 s by default) before
+// giving up. Within one
 // process all writes go through one connection, so they queue in Go rather
 // than in SQLite's sleep-and-retry busy handler. Reads use a separate pool
 // of read-only connections and, thanks to WAL, never wait for a writer.

@@ -28,6 +28,11 @@
 //     not an error.
 //   - Optional usage fields that are nil stay nil; a pointer to zero stays
 //     a pointer to zero.
+//   - CreateRun gives a run with a zero CreatedAt the current time.
+//   - A FinishRun that fails part way (two messages with one Index) is an
+//     error and writes nothing.
+//   - AdvanceSession from a session with no head adds nothing to Heads, and
+//     concurrent advances are never lost.
 package storetest
 
 import (
