@@ -65,6 +65,9 @@ type Options struct {
 	MaxBudgetUSD float64 `json:"maxBudgetUsd,omitempty"`
 	// Resume is a vendor resume token (a "done" event's resumeToken).
 	Resume string `json:"resume,omitempty"`
+	// Fork, with Resume, continues from that conversation in a new vendor
+	// session, leaving the original untouched (only where the vendor can).
+	Fork bool `json:"fork,omitempty"`
 	// AllowedTools restricts the agent's tools to exactly these names (ENG-013).
 	AllowedTools []string `json:"allowedTools,omitempty"`
 	// DisallowedTools removes these names from the agent's tools (ENG-013).
@@ -120,6 +123,9 @@ func (o Options) Validate() error {
 	}
 	if o.Timeout < 0 || o.IdleTimeout < 0 {
 		return &Error{Code: CodeValidation, Message: "timeouts must not be negative"}
+	}
+	if o.Fork && o.Resume == "" {
+		return &Error{Code: CodeValidation, Message: "fork needs a resume token to fork from"}
 	}
 	if o.APIRetries != nil && *o.APIRetries < 0 {
 		return &Error{Code: CodeValidation, Message: "apiRetries must not be negative"}
@@ -183,6 +189,7 @@ func (c Capabilities) Unsupported(o Options) error {
 		{o.MaxTurns > 0, c.MaxTurns, "maxTurns"},
 		{o.MaxBudgetUSD > 0, c.MaxBudget, "maxBudgetUsd"},
 		{o.Resume != "", c.Resume, "resume"},
+		{o.Fork, c.Fork, "fork"},
 		{len(o.AllowedTools) > 0, c.AllowedTools, "allowedTools"},
 		{len(o.DisallowedTools) > 0, c.DisallowedTools, "disallowedTools"},
 		{len(o.AddDirs) > 0, c.AddDirs, "addDirs"},

@@ -61,6 +61,10 @@ type StartRequest struct {
 	ParentID string
 	// SessionID continues a drover session (LED-4); "" starts a new one.
 	SessionID string
+	// ForkFrom starts a new session that continues from the end of that
+	// earlier run, leaving the run's own session untouched (LED-4). The
+	// agent must be the run's agent and able to fork.
+	ForkFrom string
 	// Timeout overrides Config.DefaultTimeout.
 	Timeout time.Duration
 }
@@ -230,6 +234,22 @@ func (s *Supervisor) Start(ctx context.Context, req StartRequest) (string, error
 	}
 	if req.Timeout <= 0 {
 		req.Timeout = s.cfg.DefaultTimeout
+	}
+	if req.ForkFrom != "" {
+		if req.SessionID != "" {
+			return "", &drover.Error{Code: drover.CodeValidation, Message: "a fork starts a new session: do not also name one"}
+		}
+		from, err := s.st.GetRun(ctx, req.ForkFrom)
+		if err != nil {
+			return "", fmt.Errorf("fork from %s: %w", req.ForkFrom, err)
+		}
+		if from.Agent != req.Agent || from.ResumeToken == "" {
+			return "", &drover.Error{Code: drover.CodeValidation, Message: fmt.Sprintf("run %s (%s) has no %s conversation to fork", from.ID, from.Agent, req.Agent)}
+		}
+		req.Options.Resume, req.Options.Fork = from.ResumeToken, true
+		if err := ad.Capabilities().Unsupported(req.Options); err != nil {
+			return "", err
+		}
 	}
 	if req.SessionID != "" {
 		sess, err := s.st.GetSession(ctx, req.SessionID)

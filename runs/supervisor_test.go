@@ -32,8 +32,10 @@ type agent struct {
 	run func(ctx context.Context, req drover.Request, yield func(drover.Event, error) bool)
 }
 
-func (a *agent) ID() string                        { return a.id }
-func (a *agent) Capabilities() drover.Capabilities { return drover.Capabilities{Tiers: drover.Tiers} }
+func (a *agent) ID() string { return a.id }
+func (a *agent) Capabilities() drover.Capabilities {
+	return drover.Capabilities{Tiers: drover.Tiers, Resume: true, Fork: true}
+}
 func (a *agent) Available(context.Context) drover.Availability {
 	return drover.Availability{Installed: true}
 }
@@ -443,6 +445,32 @@ func TestLED4_Sessions(t *testing.T) {
 	}
 	if _, err := f.sup.Start(context.Background(), runs.StartRequest{Agent: "echo", Prompt: "x", SessionID: "nope"}); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("unknown session: %v", err)
+	}
+}
+
+// TestLED4_Fork: a fork starts a new session from an earlier run's end,
+// passing its resume token with Fork set; the original session is untouched.
+func TestLED4_Fork(t *testing.T) {
+	var seen []drover.Options
+	var mu sync.Mutex
+	forker := &agent{id: "forker", run: func(_ context.Context, req drover.Request, y func(drover.Event, error) bool) {
+		mu.Lock()
+		seen = append(seen, req.Options)
+		mu.Unlock()
+		y(done("vendor-"+req.Prompt), nil)
+	}}
+	f := newFixture(t, runs.Config{}, forker)
+	first := f.await(t, f.start(t, runs.StartRequest{Agent: "forker", Prompt: "one"}))[0]
+	fork := f.await(t, f.start(t, runs.StartRequest{Agent: "forker", Prompt: "two", ForkFrom: first.ID}))[0]
+	if fork.SessionID == first.SessionID || !seen[1].Fork || seen[1].Resume != "vendor-one" {
+		t.Fatalf("fork %+v, options %+v", fork, seen[1])
+	}
+	orig, _ := f.st.GetSession(context.Background(), first.SessionID)
+	if orig.HeadRunID != first.ID {
+		t.Fatalf("the original session moved: %+v", orig)
+	}
+	if _, err := f.sup.Start(context.Background(), runs.StartRequest{Agent: "forker", Prompt: "x", ForkFrom: "run_nope"}); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("fork of unknown run: %v", err)
 	}
 }
 

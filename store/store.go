@@ -156,31 +156,40 @@ type RunFilter struct {
 // Store is the ledger. Implementations are safe for concurrent use by many
 // goroutines, and several processes may share one ledger.
 type Store interface {
-	// CreateRun records a new run (status pending unless set); ErrConflict
-	// if the id exists.
+	// CreateRun records a new run; ErrConflict if the id exists. A zero
+	// Status becomes pending and a zero CreatedAt now (both written back to
+	// r); LastSeq is ignored: it is always derived from the events.
 	CreateRun(ctx context.Context, r *Run) error
-	// StartRun moves a pending run to running with its process ids.
+	// StartRun moves a pending run to running with its process ids;
+	// ErrNotFound if unknown, ErrConflict if it is not pending.
 	StartRun(ctx context.Context, id string, pid, pgid int, at time.Time) error
-	// FinishRun records a run's end in one transaction (LED-3);
-	// ErrConflict if it already ended.
+	// FinishRun records a run's end in one transaction (LED-3), from
+	// pending or running (a run can end before it ever ran, RUN-6);
+	// ErrNotFound if unknown, ErrConflict if it already ended. Two messages
+	// with the same Index are an error and nothing is written.
 	FinishRun(ctx context.Context, f Finish) error
 	// GetRun returns one run; ErrNotFound if unknown.
 	GetRun(ctx context.Context, id string) (*Run, error)
 	// ListRuns returns runs matching f, newest first.
 	ListRuns(ctx context.Context, f RunFilter) ([]Run, error)
-	// Children returns the runs whose parent is id, oldest first.
+	// Children returns the runs whose parent is id, oldest first; none for
+	// an unknown id.
 	Children(ctx context.Context, id string) ([]Run, error)
 	// RequestCancel marks a run for cancellation by its owner; unknown or
 	// ended runs are not an error (RUN-3).
 	RequestCancel(ctx context.Context, id string) error
 
-	// AppendEvents records events in one transaction; within a run, seqs
-	// must continue the run's last seq (ErrConflict otherwise).
+	// AppendEvents records events in one transaction. A run's first seq is
+	// 1; within a run, events must be in seq order and continue the run's
+	// last seq (a gap, a duplicate or seq ≤ 0 is ErrConflict); an unknown
+	// run is ErrNotFound. On error nothing of the batch is written. The
+	// event JSON is stored and returned byte for byte.
 	AppendEvents(ctx context.Context, evs []Event) error
 	// Events returns a run's events with seq > afterSeq, in order, at most
-	// limit (0 = all).
+	// limit (0 = all); none for an unknown run.
 	Events(ctx context.Context, runID string, afterSeq int64, limit int) ([]Event, error)
-	// Messages and ToolCalls return a run's turn record.
+	// Messages and ToolCalls return a run's turn record (tool calls in the
+	// order given to FinishRun); empty for an unknown run.
 	Messages(ctx context.Context, runID string) ([]Message, error)
 	ToolCalls(ctx context.Context, runID string) ([]ToolCall, error)
 
@@ -191,13 +200,15 @@ type Store interface {
 	AdvanceSession(ctx context.Context, id, runID, resumeToken string, at time.Time) error
 	// GetSession returns one session; ErrNotFound if unknown.
 	GetSession(ctx context.Context, id string) (*Session, error)
-	// ListSessions returns sessions, most recently updated first.
+	// ListSessions returns sessions, most recently updated first, at most
+	// limit (0 = all).
 	ListSessions(ctx context.Context, limit int) ([]Session, error)
 
-	// Unfinished returns runs left pending or running (for reconciliation
-	// at start-up, RUN-6).
+	// Unfinished returns runs left pending or running, oldest first (for
+	// reconciliation at start-up, RUN-6).
 	Unfinished(ctx context.Context) ([]Run, error)
 
-	// Close releases the store; pending writes are flushed first.
+	// Close releases the store; pending writes are flushed first. Closing
+	// again returns the first result.
 	Close() error
 }

@@ -141,6 +141,9 @@ func Args(opts drover.Options) ([]string, error) {
 	}
 	if opts.Resume != "" {
 		args = append(args, "--resume", opts.Resume)
+		if opts.Fork {
+			args = append(args, "--fork-session")
+		}
 	}
 	return args, nil
 }

@@ -46,6 +46,7 @@ type runFlags struct {
 	isolate         bool
 	db              string
 	session         string
+	fork            string
 }
 
 func newRunCmd(e *env) *cobra.Command {
@@ -83,6 +84,7 @@ usage error, 130 after SIGINT once every run has ended interrupted.`,
 	fl.BoolVar(&f.isolate, "isolate", false, "give each run its own new configuration home under drover's state directory (printed; pass it to --config-dir to resume)")
 	fl.IntVar(&f.apiRetries, "api-retries", -1, "cap the agent's own retries of failed model API calls")
 	fl.StringVar(&f.session, "session", "", "continue this drover session (see 'drover sessions'); the vendor's resume token is passed underneath")
+	fl.StringVar(&f.fork, "fork", "", "start a new session continuing from the end of this earlier run (vendors that can fork)")
 	addDBFlag(cmd, &f.db)
 	fl.BoolVar(&f.fakemodel, "fakemodel", false, "run offline against drover's built-in scripted model server")
 	fl.StringVar(&f.fakeScript, "fakemodel-script", "", "script file for --fakemodel (default: the built-in demo script)")
@@ -176,13 +178,16 @@ func runRun(ctx context.Context, e *env, f *runFlags, args []string) error {
 		var ids []string
 		for _, spec := range specs {
 			id, err := sup.Start(bg, runs.StartRequest{Agent: spec.Agent, Prompt: spec.Prompt, Options: spec.Options,
-				SessionID: f.session, Timeout: spec.Options.Timeout})
+				SessionID: f.session, ForkFrom: f.fork, Timeout: spec.Options.Timeout})
 			if err != nil {
 				for _, started := range ids {
 					_ = sup.Cancel(bg, started)
 				}
 				if errors.Is(err, store.ErrNotFound) {
-					return usagef("%v (see 'drover sessions')", err)
+					return usagef("%v (see 'drover sessions' and 'drover ps --all')", err)
+				}
+				if c := drover.CodeOf(err, ""); c == drover.CodeValidation || c == drover.CodeUnsupportedOption {
+					return usageError{err}
 				}
 				return err
 			}
