@@ -184,34 +184,22 @@ func (s *Store) FinishRun(ctx context.Context, f store.Finish) error {
 			WHERE id = ?`, args...); err != nil {
 			return err
 		}
-		if len(f.Messages) > 0 {
-			stmt, err := tx.PrepareContext(ctx, `INSERT INTO messages (run_id, idx, role, content, tool_use_id) VALUES (?, ?, ?, ?, ?)`)
-			if err != nil {
-				return err
-			}
-			defer stmt.Close()
-			for _, m := range f.Messages {
-				if _, err := stmt.ExecContext(ctx, f.RunID, m.Index, m.Role, m.Content, m.ToolUseID); err != nil {
-					if isUniqueViolation(err) {
-						return fmt.Errorf("message index %d twice: %w", m.Index, store.ErrConflict)
-					}
-					return err
-				}
-			}
+		msgs := make([][]any, len(f.Messages))
+		for i, m := range f.Messages {
+			msgs[i] = []any{f.RunID, m.Index, m.Role, m.Content, m.ToolUseID}
 		}
-		if len(f.ToolCalls) > 0 {
-			stmt, err := tx.PrepareContext(ctx, `INSERT INTO tool_calls (run_id, ord, id, name, input, status, output, started_at, ended_at)
-				VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`)
-			if err != nil {
-				return err
+		if err := insertRows(ctx, tx, `INSERT INTO messages (run_id, idx, role, content, tool_use_id) VALUES `, 5, msgs); err != nil {
+			if isUniqueViolation(err) {
+				return fmt.Errorf("a message index appears twice: %w", store.ErrConflict)
 			}
-			defer stmt.Close()
-			for i, c := range f.ToolCalls {
-				if _, err := stmt.ExecContext(ctx, f.RunID, i, c.ID, c.Name, jsonArg(c.Input), string(c.Status), c.Output,
-					timeArg(c.StartedAt), timeArg(c.EndedAt)); err != nil {
-					return err
-				}
-			}
+			return err
+		}
+		calls := make([][]any, len(f.ToolCalls))
+		for i, c := range f.ToolCalls {
+			calls[i] = []any{f.RunID, i, c.ID, c.Name, jsonArg(c.Input), string(c.Status), c.Output, timeArg(c.StartedAt), timeArg(c.EndedAt)}
+		}
+		if err := insertRows(ctx, tx, `INSERT INTO tool_calls (run_id, ord, id, name, input, status, output, started_at, ended_at) VALUES `, 9, calls); err != nil {
+			return err
 		}
 		return nil
 	})
@@ -319,4 +307,30 @@ func (s *Store) RequestCancel(ctx context.Context, id string) error {
 func (s *Store) Unfinished(ctx context.Context) ([]store.Run, error) {
 	return s.queryRuns(ctx, "unfinished runs", `SELECT `+runCols+` FROM runs
 		WHERE status IN ('pending', 'running') ORDER BY created_at, rowid`)
+}
+
+// insertRows inserts rows with multi-row INSERT statements of up to 256
+// rows each: a run's turn record can hold thousands of rows, and one
+// statement per row made FinishRun the slowest part of recording a run.
+func insertRows(ctx context.Context, tx *sql.Tx, prefix string, cols int, rows [][]any) error {
+	const chunk = 256
+	one := "(" + strings.TrimSuffix(strings.Repeat("?, ", cols), ", ") + ")"
+	for len(rows) > 0 {
+		n := min(chunk, len(rows))
+		var q strings.Builder
+		q.WriteString(prefix)
+		args := make([]any, 0, n*cols)
+		for i, r := range rows[:n] {
+			if i > 0 {
+				q.WriteString(", ")
+			}
+			q.WriteString(one)
+			args = append(args, r...)
+		}
+		if _, err := tx.ExecContext(ctx, q.String(), args...); err != nil {
+			return err
+		}
+		rows = rows[n:]
+	}
+	return nil
 }
