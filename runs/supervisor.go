@@ -99,6 +99,7 @@ type Supervisor struct {
 	active  map[string]*active
 	queue   []*active // pending runs in start order
 	running int
+	changed chan struct{} // closed and replaced when a run starts or ends
 }
 
 // active is one run this supervisor owns and has not finished.
@@ -156,7 +157,7 @@ func New(ctx context.Context, eng *drover.Engine, st store.Store, cfg Config) (*
 			return res
 		}
 	}
-	s := &Supervisor{eng: eng, st: st, cfg: cfg, active: map[string]*active{}}
+	s := &Supervisor{eng: eng, st: st, cfg: cfg, active: map[string]*active{}, changed: make(chan struct{})}
 	if err := Reconcile(ctx, st, cfg.Owner); err != nil {
 		return nil, fmt.Errorf("reconcile ledger: %w", err)
 	}
@@ -299,7 +300,23 @@ func (s *Supervisor) Start(ctx context.Context, req StartRequest) (string, error
 	s.active[id] = a
 	s.queue = append(s.queue, a)
 	s.scheduleLocked()
+	s.notifyLocked()
 	return id, nil
+}
+
+// notifyLocked wakes everyone waiting on RunsChanged.
+func (s *Supervisor) notifyLocked() {
+	close(s.changed)
+	s.changed = make(chan struct{})
+}
+
+// RunsChanged returns a channel that is closed the next time a run of this
+// supervisor starts or ends. Watchers read what changed from the ledger
+// (ListRuns), so a slow watcher never misses a run and never blocks one.
+func (s *Supervisor) RunsChanged() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.changed
 }
 
 // scheduleLocked starts queued runs while slots are free, oldest first.
@@ -322,6 +339,7 @@ func (s *Supervisor) execute(a *active) {
 			delete(a.parent.children, a.id)
 		}
 		s.scheduleLocked()
+		s.notifyLocked()
 		s.mu.Unlock()
 		a.wake()
 		close(a.done)
