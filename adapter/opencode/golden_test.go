@@ -14,7 +14,6 @@ import (
 	"github.com/drover-run/drover"
 	"github.com/drover-run/drover/internal/proc"
 	"github.com/drover-run/drover/internal/uestest"
-	"github.com/google/go-cmp/cmp"
 )
 
 var update = flag.Bool("update", false, "rewrite .golden files from the captured native streams")
@@ -92,20 +91,6 @@ func translateFile(t testing.TB, path string) (evs []drover.Event, rejected bool
 	return append(evs, final...), rejected
 }
 
-func encode(t *testing.T, evs []drover.Event) []byte {
-	t.Helper()
-	var b bytes.Buffer
-	for _, ev := range evs {
-		data, err := json.Marshal(ev)
-		if err != nil {
-			t.Fatal(err)
-		}
-		b.Write(data)
-		b.WriteByte('\n')
-	}
-	return b.Bytes()
-}
-
 // TestADP2_Golden checks every captured OpenCode stream against its golden
 // UES file, and every golden event against the UES JSON Schema (UES-4).
 func TestADP2_Golden(t *testing.T) {
@@ -117,28 +102,7 @@ func TestADP2_Golden(t *testing.T) {
 		name := strings.TrimSuffix(in, ".jsonl")
 		t.Run(name, func(t *testing.T) {
 			evs, _ := translateFile(t, in)
-			got := encode(t, evs)
-			golden := name + ".golden"
-			if *update {
-				if err := os.WriteFile(golden, got, 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			want, err := os.ReadFile(golden)
-			if err != nil {
-				t.Fatalf("%v (run go test -update to create it)", err)
-			}
-			if diff := cmp.Diff(string(want), string(got)); diff != "" {
-				t.Errorf("UES mismatch (-golden +got):\n%s", diff)
-			}
-			for _, l := range bytes.Split(bytes.TrimSpace(want), []byte("\n")) {
-				if len(l) == 0 {
-					continue
-				}
-				if err := uestest.ValidateJSON(l); err != nil {
-					t.Errorf("golden event fails the UES schema: %s: %v", l, err)
-				}
-			}
+			uestest.CheckGolden(t, name+".golden", evs, *update)
 		})
 	}
 }

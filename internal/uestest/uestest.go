@@ -6,9 +6,12 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"os"
 	"sync"
+	"testing"
 
 	"github.com/drover-run/drover"
+	"github.com/google/go-cmp/cmp"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 )
 
@@ -84,4 +87,40 @@ func OneDoneLast(evs []drover.Event) (drover.DonePayload, error) {
 		return d, fmt.Errorf("done event without a DonePayload")
 	}
 	return d, nil
+}
+
+// CheckGolden compares evs, encoded one JSON object per line, with the
+// golden file (rewriting it first when update is set), and validates every
+// golden line against the UES schema (UES-4). It reports through t.
+func CheckGolden(t testing.TB, golden string, evs []drover.Event, update bool) {
+	t.Helper()
+	var got bytes.Buffer
+	for _, ev := range evs {
+		data, err := json.Marshal(ev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got.Write(data)
+		got.WriteByte('\n')
+	}
+	if update {
+		if err := os.WriteFile(golden, got.Bytes(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatalf("%v (run go test -update to create it)", err)
+	}
+	if diff := cmp.Diff(string(want), got.String()); diff != "" {
+		t.Errorf("%s: UES mismatch (-golden +got):\n%s", golden, diff)
+	}
+	for _, l := range bytes.Split(bytes.TrimSpace(want), []byte("\n")) {
+		if len(l) == 0 {
+			continue
+		}
+		if err := ValidateJSON(l); err != nil {
+			t.Errorf("%s: golden event fails the UES schema: %s: %v", golden, l, err)
+		}
+	}
 }
