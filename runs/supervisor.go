@@ -233,6 +233,11 @@ func (s *Supervisor) Start(ctx context.Context, req StartRequest) (string, error
 	if err := req.Options.Validate(); err != nil {
 		return "", err
 	}
+	// An option the agent cannot honour is refused before anything is
+	// recorded (ADP-3), not a run that fails at once.
+	if err := ad.Capabilities().Unsupported(req.Options); err != nil {
+		return "", err
+	}
 	if req.Timeout <= 0 {
 		req.Timeout = s.cfg.DefaultTimeout
 	}

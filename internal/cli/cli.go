@@ -110,7 +110,7 @@ event stream, one permission model, parallel runs and clean cancellation.`,
 	}
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	root.AddCommand(newRunCmd(e), newAgentsCmd(e), newFakemodelCmd(e),
-		newPsCmd(e), newShowCmd(e), newLogsCmd(e), newCancelCmd(e), newWaitCmd(e), newSessionsCmd(e))
+		newPsCmd(e), newShowCmd(e), newLogsCmd(e), newCancelCmd(e), newWaitCmd(e), newSessionsCmd(e), newServeCmd(e))
 	return root
 }
 

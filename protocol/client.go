@@ -1,0 +1,428 @@
+package protocol
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"sync"
+
+	"github.com/drover-run/drover"
+	"github.com/drover-run/drover/store"
+)
+
+// ErrClientClosed is returned by calls on a closed Client, and by calls in
+// flight when the connection ends.
+var ErrClientClosed = errors.New("protocol client closed")
+
+// Client speaks the protocol to a server (`drover serve --stdio` or a Conn)
+// over a pair of streams. Its methods are safe for concurrent use: calls
+// are multiplexed by request id. Close stops its goroutine.
+type Client struct {
+	w    io.WriteCloser
+	r    io.Reader
+	wmu  sync.Mutex    // serializes request lines
+	done chan struct{} // closed when the reader has ended
+	quit chan struct{} // closed by Close
+	wg   sync.WaitGroup
+
+	mu      sync.Mutex
+	closed  bool
+	err     error // why the connection ended
+	nextID  int64
+	pending map[int64]*call
+	subs    map[string]*Subscription
+}
+
+// reply is a response as the client reads it.
+type reply struct {
+	Result json.RawMessage
+	Error  *Error
+}
+
+type call struct {
+	res       chan reply
+	subscribe bool // the reader registers the subscription before the next line
+	sub       *Subscription
+}
+
+// Dial returns a client over rwc (a connection to a server).
+func Dial(rwc io.ReadWriteCloser) *Client { return NewClient(rwc, rwc) }
+
+// NewClient returns a client that reads the server's lines from r and
+// writes requests to w, e.g. a child process's stdout and stdin. Close
+// closes w (the server sees the end of its input and cancels the runs
+// this connection started) and r, if it is an io.Closer.
+func NewClient(r io.Reader, w io.WriteCloser) *Client {
+	c := &Client{w: w, r: r, done: make(chan struct{}), quit: make(chan struct{}), pending: map[int64]*call{}, subs: map[string]*Subscription{}}
+	c.wg.Go(c.read)
+	return c
+}
+
+// read dispatches the server's lines until r ends.
+func (c *Client) read() {
+	br := bufio.NewReaderSize(c.r, 64<<10)
+	var err error
+	for {
+		var line []byte
+		line, err = readFull(br)
+		if len(bytes.TrimSpace(line)) > 0 {
+			c.dispatch(line)
+		}
+		if err != nil {
+			break
+		}
+	}
+	c.mu.Lock()
+	if c.err == nil {
+		c.err = fmt.Errorf("%w: %v", ErrClientClosed, err)
+	}
+	pending, subs := c.pending, c.subs
+	c.pending, c.subs = map[int64]*call{}, map[string]*Subscription{}
+	c.mu.Unlock()
+	for _, p := range pending {
+		close(p.res)
+	}
+	for _, s := range subs {
+		s.finish()
+	}
+	close(c.done)
+}
+
+func readFull(br *bufio.Reader) ([]byte, error) {
+	var line []byte
+	for {
+		chunk, err := br.ReadSlice('\n')
+		line = append(line, chunk...)
+		if !errors.Is(err, bufio.ErrBufferFull) {
+			return line, err
+		}
+	}
+}
+
+// dispatch routes one line: a response to its call, an event to its
+// subscription.
+func (c *Client) dispatch(line []byte) {
+	var msg struct {
+		ID           json.RawMessage `json:"id"`
+		Result       json.RawMessage `json:"result"`
+		Error        *Error          `json:"error"`
+		Subscription string          `json:"subscription"`
+		Event        json.RawMessage `json:"event"`
+	}
+	if json.Unmarshal(line, &msg) != nil {
+		return
+	}
+	if msg.Event != nil {
+		c.mu.Lock()
+		s := c.subs[msg.Subscription]
+		c.mu.Unlock()
+		if s != nil {
+			s.push(msg.Event)
+		}
+		return
+	}
+	id, err := strconv.ParseInt(string(msg.ID), 10, 64)
+	if err != nil {
+		return // an error about a line the server could not read; nothing waits for it
+	}
+	c.mu.Lock()
+	p := c.pending[id]
+	delete(c.pending, id)
+	if p != nil && p.subscribe && msg.Error == nil {
+		var r SubscribeResult
+		if json.Unmarshal(msg.Result, &r) == nil && r.Subscription != "" {
+			p.sub = newSubscription(c, r.Subscription)
+			c.subs[r.Subscription] = p.sub
+		}
+	}
+	c.mu.Unlock()
+	if p != nil {
+		p.res <- reply{Result: msg.Result, Error: msg.Error}
+	}
+}
+
+// do sends one request and waits for its response, decoding the result
+// into out (unless nil). The server's refusal is an *Error.
+func (c *Client) do(ctx context.Context, op string, params, out any) error {
+	_, err := c.doCall(ctx, op, params, out, false)
+	return err
+}
+
+func (c *Client) doCall(ctx context.Context, op string, params, out any, subscribe bool) (*call, error) {
+	body, err := json.Marshal(params)
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	if c.closed || c.err != nil {
+		err := c.err
+		c.mu.Unlock()
+		if err == nil {
+			err = ErrClientClosed
+		}
+		return nil, err
+	}
+	c.nextID++
+	id := c.nextID
+	p := &call{res: make(chan reply, 1), subscribe: subscribe}
+	c.pending[id] = p
+	c.mu.Unlock()
+	var b bytes.Buffer
+	fmt.Fprintf(&b, `{"id":%d,"op":%q`, id, op)
+	if len(body) > 2 {
+		b.WriteByte(',')
+		b.Write(body[1:])
+	} else {
+		b.WriteByte('}')
+	}
+	b.WriteByte('\n')
+	c.wmu.Lock()
+	_, err = c.w.Write(b.Bytes())
+	c.wmu.Unlock()
+	if err != nil {
+		c.forget(id)
+		return nil, fmt.Errorf("send %s: %w", op, err)
+	}
+	select {
+	case res, ok := <-p.res:
+		if !ok {
+			c.mu.Lock()
+			err := c.err
+			c.mu.Unlock()
+			return nil, err
+		}
+		if res.Error != nil {
+			return p, res.Error
+		}
+		if out != nil {
+			if err := json.Unmarshal(res.Result, out); err != nil {
+				return p, fmt.Errorf("decode %s result: %w", op, err)
+			}
+		}
+		return p, nil
+	case <-ctx.Done():
+		c.forget(id)
+		return nil, ctx.Err()
+	}
+}
+
+func (c *Client) forget(id int64) {
+	c.mu.Lock()
+	delete(c.pending, id)
+	c.mu.Unlock()
+}
+
+// Run starts a run and returns its id and session at once (RUN-1).
+func (c *Client) Run(ctx context.Context, p RunParams) (*RunResult, error) {
+	var r RunResult
+	if err := c.do(ctx, OpRun, p, &r); err != nil {
+		return nil, err
+	}
+	return &r, nil
+}
+
+// Await blocks until every run in ids has ended and returns their records
+// in order; a failed run is a record, not an error. Cancelling ctx stops
+// waiting, not the runs.
+func (c *Client) Await(ctx context.Context, ids ...string) ([]store.Run, error) {
+	var r RunsResult
+	if err := c.do(ctx, OpAwait, AwaitParams{Runs: ids}, &r); err != nil {
+		return nil, err
+	}
+	return r.Runs, nil
+}
+
+// Cancel ends a run; finished and unknown runs are not an error (RUN-3).
+func (c *Client) Cancel(ctx context.Context, id string) error {
+	return c.do(ctx, OpCancel, RunIDParams{RunID: id}, nil)
+}
+
+// Get returns a run (with children and turn record) or, with
+// p.SessionID, a session and its runs.
+func (c *Client) Get(ctx context.Context, p GetParams) (*GetResult, error) {
+	var r GetResult
+	if err := c.do(ctx, OpGet, p, &r); err != nil {
+		return nil, err
+	}
+	return &r, nil
+}
+
+// List returns runs matching p, newest first.
+func (c *Client) List(ctx context.Context, p ListParams) ([]store.Run, error) {
+	var r RunsResult
+	if err := c.do(ctx, OpList, p, &r); err != nil {
+		return nil, err
+	}
+	return r.Runs, nil
+}
+
+// Events returns a run's recorded events after p.AfterSeq.
+func (c *Client) Events(ctx context.Context, p EventsParams) (*EventsResult, error) {
+	var r EventsResult
+	if err := c.do(ctx, OpEvents, p, &r); err != nil {
+		return nil, err
+	}
+	return &r, nil
+}
+
+// Subscribe follows runs (or all runs); their events arrive on the
+// subscription's channel.
+func (c *Client) Subscribe(ctx context.Context, p SubscribeParams) (*Subscription, error) {
+	var r SubscribeResult
+	call, err := c.doCall(ctx, OpSubscribe, p, &r, true)
+	if err != nil {
+		return nil, err
+	}
+	if call.sub == nil {
+		return nil, fmt.Errorf("subscribe: the server sent no subscription id")
+	}
+	return call.sub, nil
+}
+
+// Close closes the connection: the server cancels the runs this
+// connection started. Calls in flight return ErrClientClosed, and every
+// subscription's channel is closed. Close waits for the client's
+// goroutines; closing again does nothing.
+func (c *Client) Close() error {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		<-c.done
+		return nil
+	}
+	c.closed = true
+	c.mu.Unlock()
+	close(c.quit)
+	err := c.w.Close()
+	if rc, ok := c.r.(io.Closer); ok {
+		_ = rc.Close()
+	}
+	c.wg.Wait()
+	return err
+}
+
+// Event is one line of a subscription: a UES event, or a lagged notice.
+type Event struct {
+	// Event is the UES event, with RunID and Seq (zero for a notice).
+	Event drover.Event
+	// Raw is the event object exactly as sent.
+	Raw json.RawMessage
+	// Lagged is set for a lagged notice: the events of Lagged.RunID after
+	// Lagged.AfterSeq follow, read from the ledger.
+	Lagged *Lagged
+}
+
+// Subscription is one subscription of a Client.
+type Subscription struct {
+	c  *Client
+	id string
+	ch chan Event
+
+	stop     chan struct{}
+	stopOnce sync.Once
+
+	mu    sync.Mutex
+	queue []json.RawMessage
+	wake  chan struct{}
+	ended bool
+}
+
+func newSubscription(c *Client, id string) *Subscription {
+	s := &Subscription{c: c, id: id, ch: make(chan Event), wake: make(chan struct{}, 1), stop: make(chan struct{})}
+	// The pump is owned by the client: it ends when the subscription ends
+	// (Unsubscribe, or the connection closing) and Close waits for it. It
+	// queues without bound, so a slow reader of this channel never holds
+	// up the client's other calls.
+	c.wg.Go(s.pump)
+	return s
+}
+
+// ID is the server's subscription id.
+func (s *Subscription) ID() string { return s.id }
+
+// Events returns the subscription's events, in order per run. The channel
+// is closed after Unsubscribe or when the client closes.
+func (s *Subscription) Events() <-chan Event { return s.ch }
+
+func (s *Subscription) push(raw json.RawMessage) {
+	s.mu.Lock()
+	s.queue = append(s.queue, raw)
+	s.mu.Unlock()
+	s.poke()
+}
+
+func (s *Subscription) poke() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+// finish ends the subscription once the events already received are
+// delivered (the connection ended).
+func (s *Subscription) finish() {
+	s.mu.Lock()
+	s.ended = true
+	s.mu.Unlock()
+	s.poke()
+}
+
+// stopNow ends the subscription at once, dropping undelivered events.
+func (s *Subscription) stopNow() { s.stopOnce.Do(func() { close(s.stop) }) }
+
+func (s *Subscription) pump() {
+	defer close(s.ch)
+	for {
+		s.mu.Lock()
+		q, ended := s.queue, s.ended
+		s.queue = nil
+		s.mu.Unlock()
+		for _, raw := range q {
+			ev := Event{Raw: raw}
+			var head struct {
+				Type string `json:"type"`
+			}
+			_ = json.Unmarshal(raw, &head)
+			if head.Type == TypeLagged {
+				var l Lagged
+				_ = json.Unmarshal(raw, &l)
+				ev.Lagged = &l
+			} else if err := json.Unmarshal(raw, &ev.Event); err != nil {
+				continue
+			}
+			select {
+			case s.ch <- ev:
+			case <-s.stop:
+				return
+			case <-s.c.quit:
+				return
+			}
+		}
+		if ended {
+			return
+		}
+		select {
+		case <-s.wake:
+		case <-s.stop:
+			return
+		case <-s.c.quit:
+			return
+		}
+	}
+}
+
+// Unsubscribe ends the subscription: no event follows, and the channel is
+// closed. Unsubscribing twice is a NOT_FOUND error.
+func (s *Subscription) Unsubscribe(ctx context.Context) error {
+	err := s.c.do(ctx, OpUnsubscribe, UnsubscribeParams{Subscription: s.id}, nil)
+	s.c.mu.Lock()
+	delete(s.c.subs, s.id)
+	s.c.mu.Unlock()
+	s.stopNow()
+	return err
+}

@@ -1,0 +1,515 @@
+package protocol
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/drover-run/drover/store"
+)
+
+// Conn is one JSON-lines connection over a Server, whatever carries the
+// lines: the transport gives it request lines (Handle) and writes the
+// lines it produces (Next). Requests run concurrently, so a blocked await
+// does not hold up the others; responses may come in any order and carry
+// their request's id.
+//
+// Output goes through one bounded queue. Responses wait for room;
+// subscription events never do: a subscription that finds the queue full
+// pauses, sends a lagged notice once there is room, and resumes from the
+// ledger by seq (PRO-2). A run is never slowed by a reader.
+type Conn struct {
+	s   *Server
+	ctx context.Context // ends in-flight requests and subscriptions
+	end context.CancelFunc
+	out chan []byte
+	sem chan struct{} // bounds requests in flight
+
+	mu      sync.Mutex
+	closing bool
+	work    sync.WaitGroup // every goroutine or call that may send on out
+	quick   sync.WaitGroup // requests other than await: they end on their own
+	subs    map[string]*subscription
+	nextSub int
+	started []string // runs started through this connection
+
+	roomMu sync.Mutex
+	room   chan struct{} // closed when the queue is at most a quarter full; nil when nobody waits
+}
+
+// NewConn returns a new connection. The transport must call Next until it
+// reports the end, even after its writes fail (discarding the lines), and
+// call Shutdown once no more requests will come.
+func (s *Server) NewConn() *Conn {
+	c := &Conn{s: s, out: make(chan []byte, s.cfg.QueueSize), sem: make(chan struct{}, s.cfg.MaxInFlight),
+		subs: map[string]*subscription{}}
+	c.ctx, c.end = context.WithCancel(context.Background())
+	return c
+}
+
+// Next returns the next output line (without its newline), blocking until
+// there is one; ok is false once the connection has shut down and every
+// line was taken.
+func (c *Conn) Next() (line []byte, ok bool) {
+	line, ok = <-c.out
+	if ok && len(c.out) <= cap(c.out)/4 {
+		c.roomMu.Lock()
+		if c.room != nil {
+			close(c.room)
+			c.room = nil
+		}
+		c.roomMu.Unlock()
+	}
+	return line, ok
+}
+
+// waitRoom blocks until the outbound queue is at most a quarter full: a
+// lagging subscription resumes only when it can send a good part of a
+// batch, not one event per ledger read.
+func (c *Conn) waitRoom(ctx context.Context) bool {
+	for {
+		c.roomMu.Lock()
+		if c.room == nil {
+			c.room = make(chan struct{})
+		}
+		room := c.room
+		c.roomMu.Unlock()
+		// Checked after taking the channel, so a wake-up is never missed.
+		if len(c.out) <= cap(c.out)/4 {
+			return true
+		}
+		select {
+		case <-room:
+		case <-ctx.Done():
+			return false
+		}
+	}
+}
+
+// begin registers one unit of work that may send output; false once the
+// connection is shutting down.
+func (c *Conn) begin() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closing {
+		return false
+	}
+	c.work.Add(1)
+	return true
+}
+
+// respond queues a response, waiting for room: responses are never dropped.
+func (c *Conn) respond(id json.RawMessage, result any, err error) {
+	r := response{ID: id}
+	if err != nil {
+		r.Error = toError(err)
+	} else {
+		r.Result = result
+	}
+	line, merr := json.Marshal(r)
+	if merr != nil {
+		line, _ = json.Marshal(response{ID: id, Error: &Error{Code: CodeInternal, Message: merr.Error()}})
+	}
+	c.out <- line
+}
+
+var nullID = json.RawMessage("null")
+
+// Handle executes one request line. Lines that are not requests are
+// answered with INVALID_REQUEST at once (id null when it cannot be read);
+// a request runs on its own goroutine, and Handle blocks only while the
+// connection already has MaxInFlight requests running. Blank lines are
+// ignored. After Shutdown began, lines are ignored.
+func (c *Conn) Handle(line []byte) {
+	line = bytes.TrimSpace(line)
+	if len(line) == 0 {
+		return
+	}
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(line, &fields); err != nil || fields == nil {
+		c.handleSync(nullID, errorf(CodeInvalidRequest, "not a JSON object: %s", jsonErr(err)))
+		return
+	}
+	id, ok := fields["id"]
+	if !ok || !validID(id) {
+		c.handleSync(nullID, errorf(CodeInvalidRequest, "a request needs an id: a number or a string"))
+		return
+	}
+	var op string
+	if err := json.Unmarshal(fields["op"], &op); err != nil || op == "" {
+		c.handleSync(id, errorf(CodeInvalidRequest, "a request needs an op: a string such as \"run\""))
+		return
+	}
+	delete(fields, "id")
+	delete(fields, "op")
+	h, ok := ops[op]
+	if !ok {
+		msg := fmt.Sprintf("unknown op %q (want run, await, cancel, get, list, events, subscribe or unsubscribe)", op)
+		if op == "respond" || op == "steer" {
+			msg = fmt.Sprintf("op %q is not supported yet", op)
+		}
+		c.handleSync(id, &Error{Code: CodeInvalidRequest, Message: msg})
+		return
+	}
+	params, _ := json.Marshal(fields)
+	// The semaphore is taken before begin, so a connection at its limit
+	// stops reading instead of piling up goroutines.
+	select {
+	case c.sem <- struct{}{}:
+	case <-c.ctx.Done():
+		return
+	}
+	blocking := op == OpAwait
+	c.mu.Lock()
+	if c.closing {
+		c.mu.Unlock()
+		<-c.sem
+		return
+	}
+	c.work.Add(1)
+	if !blocking {
+		c.quick.Add(1)
+	}
+	c.mu.Unlock()
+	// Requests other than await are bounded by the ledger's own latency,
+	// so they run to the end even when the connection shuts down; only
+	// awaits (and subscriptions) are ended by it.
+	ctx := c.ctx
+	if !blocking {
+		ctx = context.WithoutCancel(c.ctx)
+	}
+	go func() {
+		defer c.work.Done()
+		if !blocking {
+			defer c.quick.Done()
+		}
+		defer func() { <-c.sem }()
+		result, err := h(c, ctx, params)
+		c.respond(id, result, err)
+		if r, ok := result.(interface{ responded() }); ok {
+			r.responded()
+		}
+	}()
+}
+
+// handleSync answers a line that is not a valid request.
+func (c *Conn) handleSync(id json.RawMessage, err *Error) {
+	if !c.begin() {
+		return
+	}
+	defer c.work.Done()
+	c.respond(id, nil, err)
+}
+
+func jsonErr(err error) string {
+	if err == nil {
+		return "null"
+	}
+	return err.Error()
+}
+
+func validID(id json.RawMessage) bool {
+	if len(id) == 0 {
+		return false
+	}
+	switch id[0] {
+	case '"', '-', '0', '1', '2', '3', '4', '5', '6', '7', '8', '9':
+		return true
+	}
+	return false
+}
+
+// decode reads an op's fields strictly: unknown fields and wrong types are
+// INVALID_REQUEST, so that a typo is not silently ignored.
+func decode[T any](params []byte) (T, error) {
+	var p T
+	dec := json.NewDecoder(bytes.NewReader(params))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&p); err != nil {
+		return p, &Error{Code: CodeInvalidRequest, Message: err.Error()}
+	}
+	return p, nil
+}
+
+type opFunc func(c *Conn, ctx context.Context, params []byte) (any, error)
+
+// op adapts a Server method to the connection.
+func op[P, R any](f func(*Server, context.Context, P) (R, error)) opFunc {
+	return func(c *Conn, ctx context.Context, params []byte) (any, error) {
+		p, err := decode[P](params)
+		if err != nil {
+			return nil, err
+		}
+		return f(c.s, ctx, p)
+	}
+}
+
+var ops map[string]opFunc
+
+func init() {
+	ops = map[string]opFunc{
+		OpRun:         (*Conn).run,
+		OpAwait:       op((*Server).Await),
+		OpCancel:      op((*Server).Cancel),
+		OpGet:         op((*Server).Get),
+		OpList:        op((*Server).List),
+		OpEvents:      op((*Server).Events),
+		OpSubscribe:   (*Conn).subscribe,
+		OpUnsubscribe: (*Conn).unsubscribe,
+	}
+}
+
+// run starts a run and remembers it: Shutdown cancels it.
+func (c *Conn) run(ctx context.Context, params []byte) (any, error) {
+	p, err := decode[RunParams](params)
+	if err != nil {
+		return nil, err
+	}
+	res, err := c.s.Run(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	c.started = append(c.started, res.RunID)
+	c.mu.Unlock()
+	return res, nil
+}
+
+// Shutdown ends the connection once its client has stopped sending (end
+// of input). It stops taking requests and lets the ones other than await
+// finish; cancels the runs this connection started (a client that went
+// away must not leave orphans) and waits for them to be recorded; lets
+// awaits and subscriptions go on for up to Config.ShutdownGrace, then
+// ends them; and ends the output: Next reports the end once the queued
+// lines are taken. Cancelling ctx cuts every wait short (a signal). Other runs are
+// not touched. Calling Shutdown again does nothing.
+func (c *Conn) Shutdown(ctx context.Context) {
+	c.mu.Lock()
+	if c.closing {
+		c.mu.Unlock()
+		return
+	}
+	c.closing = true
+	c.mu.Unlock()
+	c.quick.Wait() // no run op is left half done: every started run is known
+	c.mu.Lock()
+	started := c.started
+	c.mu.Unlock()
+	bg := context.WithoutCancel(ctx)
+	for _, id := range started {
+		_ = c.s.sup.Cancel(bg, id)
+	}
+	if len(started) > 0 {
+		_, _ = c.s.sup.Await(ctx, started...)
+	}
+	idle := make(chan struct{})
+	var waiter sync.WaitGroup
+	waiter.Go(func() {
+		c.work.Wait()
+		close(idle)
+	})
+	grace := time.NewTimer(c.s.cfg.ShutdownGrace)
+	select {
+	case <-idle:
+	case <-grace.C:
+	case <-ctx.Done():
+	}
+	grace.Stop()
+	c.end()
+	waiter.Wait()
+	close(c.out)
+}
+
+// subscription is one "subscribe": a set of runs followed into the
+// connection's queue.
+type subscription struct {
+	id     string
+	ctx    context.Context
+	cancel context.CancelFunc
+	ready  chan struct{} // closed once the subscribe response is queued
+	done   chan struct{} // closed once every follower has ended
+}
+
+func (c *Conn) subscribe(ctx context.Context, params []byte) (any, error) {
+	p, err := decode[SubscribeParams](params)
+	if err != nil {
+		return nil, err
+	}
+	if p.All == (len(p.Runs) > 0) {
+		return nil, errorf(CodeInvalidRequest, "subscribe needs runs or all:true (one of them)")
+	}
+	if p.AfterSeq < 0 {
+		return nil, errorf(CodeValidation, "afterSeq must not be negative")
+	}
+	for _, id := range p.Runs {
+		if _, err := c.s.st.GetRun(ctx, id); err != nil {
+			return nil, toError(err)
+		}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.nextSub++
+	sub := &subscription{id: "sub_" + strconv.Itoa(c.nextSub), ready: make(chan struct{}), done: make(chan struct{})}
+	sub.ctx, sub.cancel = context.WithCancel(c.ctx)
+	c.subs[sub.id] = sub
+	// The subscription's goroutine is counted in c.work, so Shutdown waits
+	// for it before ending the output; it waits for its followers in turn.
+	// Adding to c.work is safe even while Shutdown has begun: this handler
+	// holds a count of its own until it returns.
+	c.work.Add(1)
+	go func() {
+		defer c.work.Done()
+		defer close(sub.done)
+		select {
+		case <-sub.ready:
+		case <-sub.ctx.Done():
+			return
+		}
+		if p.All {
+			c.watchAll(sub)
+			return
+		}
+		var followers sync.WaitGroup
+		for _, id := range p.Runs {
+			followers.Go(func() { c.follow(sub, id, p.AfterSeq) })
+		}
+		followers.Wait()
+	}()
+	return &subscribeResult{SubscribeResult{Subscription: sub.id}, sub}, nil
+}
+
+// subscribeResult starts its subscription once the response is queued, so
+// that the response comes before the first event.
+type subscribeResult struct {
+	SubscribeResult
+	sub *subscription
+}
+
+func (r *subscribeResult) responded() { close(r.sub.ready) }
+
+func (c *Conn) unsubscribe(_ context.Context, params []byte) (any, error) {
+	p, err := decode[UnsubscribeParams](params)
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	sub := c.subs[p.Subscription]
+	delete(c.subs, p.Subscription)
+	c.mu.Unlock()
+	if sub == nil {
+		return nil, errorf(CodeNotFound, "no subscription %q on this connection", p.Subscription)
+	}
+	sub.cancel()
+	// After the response, no event of the subscription follows.
+	<-sub.done
+	return struct{}{}, nil
+}
+
+// follow sends one run's events after `after` into the queue until the run
+// has ended and every event was sent. When the queue is full it stops
+// reading, waits for room, sends a lagged notice and resumes from the
+// ledger after the last event it sent: no gap, no duplicate, and the run,
+// which only appends to the ledger, is never held up.
+func (c *Conn) follow(sub *subscription, runID string, after int64) {
+	for {
+		lagged, failed := false, false
+		for ev, err := range c.s.sup.Follow(sub.ctx, runID, after) {
+			if err != nil {
+				failed = true
+				break
+			}
+			select {
+			case c.out <- eventLine(sub.id, ev.JSON):
+				after = ev.Seq
+			default:
+				lagged = true
+			}
+			if lagged {
+				break
+			}
+		}
+		switch {
+		case sub.ctx.Err() != nil:
+			return
+		case failed:
+			// The ledger could not be read: try again shortly, from the
+			// same seq, rather than end the subscription silently.
+			select {
+			case <-time.After(c.s.cfg.Poll):
+			case <-sub.ctx.Done():
+				return
+			}
+			continue
+		case !lagged:
+			return // the run ended and every event was sent
+		}
+		if !c.waitRoom(sub.ctx) {
+			return
+		}
+		note, _ := json.Marshal(Lagged{Type: TypeLagged, RunID: runID, AfterSeq: after})
+		select {
+		case c.out <- eventLine(sub.id, note):
+		case <-sub.ctx.Done():
+			return
+		}
+	}
+}
+
+// watchAll follows every run that is live when the subscription starts or
+// created after it. New runs of this supervisor are seen at once
+// (RunsChanged); runs of other processes sharing the ledger within Poll.
+func (c *Conn) watchAll(sub *subscription) {
+	const margin = 10 * time.Second // a run's CreatedAt is taken just before it is recorded
+	t0 := time.Now()
+	since := t0.Add(-margin)
+	seen := map[string]time.Time{}
+	var followers sync.WaitGroup
+	defer followers.Wait()
+	add := func(r store.Run, live bool) {
+		if _, ok := seen[r.ID]; ok {
+			return
+		}
+		seen[r.ID] = r.CreatedAt
+		// Runs that ended before the subscription are not its business.
+		if live || !r.CreatedAt.Before(t0) || !r.Status.Terminal() {
+			followers.Go(func() { c.follow(sub, r.ID, 0) })
+		}
+	}
+	changed := c.s.sup.RunsChanged()
+	if rs, err := c.s.st.ListRuns(sub.ctx, store.RunFilter{Status: []store.RunStatus{store.StatusPending, store.StatusRunning}}); err == nil {
+		for _, r := range rs {
+			add(r, true)
+		}
+	}
+	tick := time.NewTicker(c.s.cfg.Poll)
+	defer tick.Stop()
+	for {
+		rs, err := c.s.st.ListRuns(sub.ctx, store.RunFilter{Since: since})
+		if err == nil {
+			newest := since
+			for i := len(rs) - 1; i >= 0; i-- { // oldest first
+				add(rs[i], false)
+				if rs[i].CreatedAt.Add(-margin).After(newest) {
+					newest = rs[i].CreatedAt.Add(-margin)
+				}
+			}
+			since = newest
+			for id, at := range seen {
+				if at.Before(since) {
+					delete(seen, id)
+				}
+			}
+		}
+		select {
+		case <-changed:
+		case <-tick.C:
+		case <-sub.ctx.Done():
+			return
+		}
+		changed = c.s.sup.RunsChanged()
+	}
+}

@@ -1,0 +1,279 @@
+// Package protocol is drover's client protocol (DESIGN.md §8, PRO-1, PRO-2):
+// JSON objects, one a line, exchanged with a program that drives drover.
+//
+// A request is {"id":N,"op":"…", …fields of the op}; its response carries
+// the same id and either "result" or "error":{"code","message"}. Events of
+// subscriptions arrive as {"subscription":"sub_1","event":{…}} with no id.
+// docs/protocol.md describes every op with examples.
+//
+// The package has three parts: [Server] executes operations against a
+// runs.Supervisor and its ledger, independent of any transport; [Conn] is
+// one JSON-lines connection over a Server (decoding, concurrency,
+// subscriptions, a bounded outbound queue); [Serve] runs a Conn over a
+// reader and a writer (stdio). [Client] is the Go side of a connection.
+package protocol
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/drover-run/drover"
+	"github.com/drover-run/drover/store"
+)
+
+// Error codes of a response's error (PRO-1).
+const (
+	// CodeInvalidRequest: the line is not a request (bad JSON, missing or
+	// mistyped id or op, unknown op, unknown or mistyped field, oversize line).
+	CodeInvalidRequest = "INVALID_REQUEST"
+	// CodeNotFound: no run, session or subscription with that id.
+	CodeNotFound = "NOT_FOUND"
+	// CodeValidation: the request is well formed but its values are not
+	// acceptable (unknown agent, invalid options, parent not active).
+	CodeValidation = "VALIDATION_ERROR"
+	// CodeRunFailed: a run could not be started although the request was
+	// valid (the supervisor is closing, the ledger refused the run).
+	CodeRunFailed = "RUN_FAILED"
+	// CodeBoundaryViolation is reserved for the substrate engine's
+	// boundaries (DESIGN.md §5b); no op returns it yet.
+	CodeBoundaryViolation = "BOUNDARY_VIOLATION"
+	// CodeInternal: drover failed to answer (e.g. the ledger could not be
+	// read). Not in DESIGN.md's list; the request may be retried.
+	CodeInternal = "INTERNAL_ERROR"
+)
+
+// Ops of the protocol.
+const (
+	OpRun         = "run"
+	OpAwait       = "await"
+	OpCancel      = "cancel"
+	OpGet         = "get"
+	OpList        = "list"
+	OpEvents      = "events"
+	OpSubscribe   = "subscribe"
+	OpUnsubscribe = "unsubscribe"
+)
+
+// Error is a failed request's error, as sent in a response. Client methods
+// return it (errors.As) when the server refused a request.
+type Error struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+// Error implements error.
+func (e *Error) Error() string { return e.Code + ": " + e.Message }
+
+func errorf(code, format string, a ...any) *Error {
+	return &Error{Code: code, Message: fmt.Sprintf(format, a...)}
+}
+
+// toError classifies err as a protocol error.
+func toError(err error) *Error {
+	var pe *Error
+	if errors.As(err, &pe) {
+		return pe
+	}
+	var de *drover.Error
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return &Error{Code: CodeNotFound, Message: err.Error()}
+	case errors.Is(err, drover.ErrUnknownAgent):
+		return &Error{Code: CodeValidation, Message: err.Error()}
+	case errors.As(err, &de) && (de.Code == drover.CodeValidation || de.Code == drover.CodeUnsupportedOption || de.Code == drover.CodeUnknownAgent):
+		return &Error{Code: CodeValidation, Message: err.Error()}
+	}
+	return &Error{Code: CodeInternal, Message: err.Error()}
+}
+
+// Duration is a span of time on the wire: a Go duration string ("90s",
+// "10m", "1h30m") or a number of milliseconds. It is sent as a string.
+type Duration time.Duration
+
+// UnmarshalJSON accepts a duration string or a number of milliseconds.
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	if len(b) > 0 && b[0] == '"' {
+		var s string
+		if err := json.Unmarshal(b, &s); err != nil {
+			return err
+		}
+		v, err := time.ParseDuration(s)
+		if err != nil {
+			return fmt.Errorf("duration %q: want e.g. \"90s\" or a number of milliseconds", s)
+		}
+		*d = Duration(v)
+		return nil
+	}
+	ms, err := strconv.ParseFloat(string(b), 64)
+	if err != nil {
+		return fmt.Errorf("duration %s: want e.g. \"90s\" or a number of milliseconds", b)
+	}
+	*d = Duration(ms * float64(time.Millisecond))
+	return nil
+}
+
+// MarshalJSON sends d as a duration string.
+func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Duration(d).String()) }
+
+// Options are drover.Options as the protocol takes them: the same JSON
+// names (options.go), except that timeout and idleTimeout are Durations.
+type Options struct {
+	drover.Options
+	Timeout     Duration `json:"timeout,omitempty"`
+	IdleTimeout Duration `json:"idleTimeout,omitempty"`
+}
+
+// NewOptions wraps o for a request.
+func NewOptions(o drover.Options) *Options {
+	return &Options{Options: o, Timeout: Duration(o.Timeout), IdleTimeout: Duration(o.IdleTimeout)}
+}
+
+// Drover returns the options as drover.Options.
+func (o *Options) Drover() drover.Options {
+	if o == nil {
+		return drover.Options{}
+	}
+	d := o.Options
+	d.Timeout, d.IdleTimeout = time.Duration(o.Timeout), time.Duration(o.IdleTimeout)
+	return d
+}
+
+// RunParams are the fields of a "run" request.
+type RunParams struct {
+	// Agent is an agent id or alias ("claude").
+	Agent  string `json:"agent"`
+	Prompt string `json:"prompt"`
+	// Options of the run; see drover.Options.
+	Options *Options `json:"options,omitempty"`
+	// Parent makes the run a child of an active run (RUN-5).
+	Parent string `json:"parent,omitempty"`
+	// Session continues a drover session (LED-4).
+	Session string `json:"session,omitempty"`
+	// Fork starts a new session from the end of this earlier run.
+	Fork string `json:"fork,omitempty"`
+	// Timeout of the run (RUN-4); zero means options.timeout, else the
+	// supervisor's default.
+	Timeout Duration `json:"timeout,omitempty"`
+}
+
+// RunResult is the result of "run": the new run's id, at once (RUN-1).
+type RunResult struct {
+	RunID     string `json:"runId"`
+	SessionID string `json:"sessionId,omitempty"`
+}
+
+// AwaitParams are the fields of an "await" request: runId, runs, or both.
+type AwaitParams struct {
+	RunID string   `json:"runId,omitempty"`
+	Runs  []string `json:"runs,omitempty"`
+}
+
+// RunsResult is the result of "await" and "list": run records.
+type RunsResult struct {
+	Runs []store.Run `json:"runs"`
+}
+
+// RunIDParams are the fields of "cancel": one run id.
+type RunIDParams struct {
+	RunID string `json:"runId"`
+}
+
+// GetParams are the fields of "get": a run id or a session id.
+type GetParams struct {
+	RunID     string `json:"runId,omitempty"`
+	SessionID string `json:"sessionId,omitempty"`
+}
+
+// GetResult is the result of "get": a run with its children and turn
+// record, or a session with its runs.
+type GetResult struct {
+	Run       *store.Run       `json:"run,omitempty"`
+	Children  []store.Run      `json:"children,omitempty"`
+	Messages  []store.Message  `json:"messages,omitempty"`
+	ToolCalls []store.ToolCall `json:"toolCalls,omitempty"`
+	Session   *store.Session   `json:"session,omitempty"`
+	Runs      []store.Run      `json:"runs,omitempty"`
+}
+
+// ListParams are the fields of "list"; zero fields do not filter.
+type ListParams struct {
+	Status  []store.RunStatus `json:"status,omitempty"`
+	Agent   string            `json:"agent,omitempty"`
+	Session string            `json:"session,omitempty"`
+	Parent  string            `json:"parent,omitempty"`
+	Since   time.Time         `json:"since,omitzero"`
+	// Limit is at most this many runs, newest first; 0 means 100.
+	Limit int `json:"limit,omitempty"`
+}
+
+// EventsParams are the fields of "events".
+type EventsParams struct {
+	RunID    string `json:"runId"`
+	AfterSeq int64  `json:"afterSeq,omitempty"`
+	// Limit is at most this many events; 0 means 1000, at most 10000.
+	Limit int `json:"limit,omitempty"`
+}
+
+// EventsResult is the result of "events": UES events exactly as recorded,
+// in seq order; More says that events after the last one exist.
+type EventsResult struct {
+	Events []json.RawMessage `json:"events"`
+	More   bool              `json:"more"`
+}
+
+// SubscribeParams are the fields of "subscribe": some runs, or all.
+type SubscribeParams struct {
+	// Runs are followed from AfterSeq (their whole history with 0).
+	Runs     []string `json:"runs,omitempty"`
+	AfterSeq int64    `json:"afterSeq,omitempty"`
+	// All follows every run that is live now or starts later, each from
+	// its first event.
+	All bool `json:"all,omitempty"`
+}
+
+// SubscribeResult is the result of "subscribe".
+type SubscribeResult struct {
+	Subscription string `json:"subscription"`
+}
+
+// UnsubscribeParams are the fields of "unsubscribe".
+type UnsubscribeParams struct {
+	Subscription string `json:"subscription"`
+}
+
+// TypeLagged is the type of the notice a subscription sends when its
+// connection could not take events as fast as they came (PRO-2).
+const TypeLagged = "lagged"
+
+// Lagged is the event of a lagged notice: delivery of RunID's events
+// paused after AfterSeq; the ones after it follow next, read from the
+// ledger, with no gap and no duplicate.
+type Lagged struct {
+	Type     string `json:"type"` // "lagged"
+	RunID    string `json:"runId"`
+	AfterSeq int64  `json:"afterSeq"`
+}
+
+// response is one response line.
+type response struct {
+	ID     json.RawMessage `json:"id"`
+	Result any             `json:"result,omitempty"`
+	Error  *Error          `json:"error,omitempty"`
+}
+
+// eventLine is a subscription's event line; ev is sent verbatim.
+func eventLine(sub string, ev json.RawMessage) []byte {
+	var b bytes.Buffer
+	b.Grow(len(ev) + len(sub) + 32)
+	b.WriteString(`{"subscription":`)
+	s, _ := json.Marshal(sub)
+	b.Write(s)
+	b.WriteString(`,"event":`)
+	b.Write(ev)
+	b.WriteByte('}')
+	return b.Bytes()
+}

@@ -1,0 +1,222 @@
+package protocol
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"slices"
+	"time"
+
+	"github.com/drover-run/drover/runs"
+	"github.com/drover-run/drover/store"
+)
+
+// Config tunes a Server; zero fields take the defaults.
+type Config struct {
+	// QueueSize bounds each connection's outbound queue, in lines; 0 means
+	// 1024. A subscription that finds it full pauses and sends "lagged".
+	QueueSize int
+	// MaxInFlight bounds the requests one connection may have running at
+	// once (awaits block); 0 means 256. Past it the connection stops
+	// reading until one ends.
+	MaxInFlight int
+	// MaxLine is the longest request line accepted, in bytes; 0 means
+	// 16 MiB. A longer line gets INVALID_REQUEST and is skipped.
+	MaxLine int
+	// Poll is how often an "all runs" subscription looks for runs started
+	// by other processes; 0 means 1 s. Runs of this supervisor are seen at
+	// once.
+	Poll time.Duration
+	// ShutdownGrace is how long Conn.Shutdown lets awaits and
+	// subscriptions go on after the connection's own runs have ended, so
+	// that their last responses and events are sent; 0 means 2 s.
+	ShutdownGrace time.Duration
+}
+
+// Server executes protocol operations against a supervisor and its
+// ledger. It holds no per-connection state: the op methods (Run, Await, …)
+// are what every transport calls; errors they return are *Error.
+type Server struct {
+	sup *runs.Supervisor
+	st  store.Store
+	cfg Config
+}
+
+// NewServer returns a server over sup and st (the supervisor's store).
+func NewServer(sup *runs.Supervisor, st store.Store, cfg Config) *Server {
+	if cfg.QueueSize <= 0 {
+		cfg.QueueSize = 1024
+	}
+	if cfg.MaxInFlight <= 0 {
+		cfg.MaxInFlight = 256
+	}
+	if cfg.MaxLine <= 0 {
+		cfg.MaxLine = 16 << 20
+	}
+	if cfg.Poll <= 0 {
+		cfg.Poll = time.Second
+	}
+	if cfg.ShutdownGrace <= 0 {
+		cfg.ShutdownGrace = 2 * time.Second
+	}
+	return &Server{sup: sup, st: st, cfg: cfg}
+}
+
+// Run starts a run and returns its id at once (RUN-1). Unknown agent,
+// invalid options, unknown session or inactive parent: VALIDATION_ERROR or
+// NOT_FOUND; a supervisor that cannot start it: RUN_FAILED.
+func (s *Server) Run(ctx context.Context, p RunParams) (*RunResult, error) {
+	if p.Agent == "" {
+		return nil, errorf(CodeValidation, "agent is required")
+	}
+	opts := p.Options.Drover()
+	timeout := time.Duration(p.Timeout)
+	if timeout < 0 {
+		return nil, errorf(CodeValidation, "timeout must not be negative")
+	}
+	if timeout == 0 {
+		timeout = opts.Timeout
+	}
+	id, err := s.sup.Start(ctx, runs.StartRequest{Agent: p.Agent, Prompt: p.Prompt, Options: opts,
+		ParentID: p.Parent, SessionID: p.Session, ForkFrom: p.Fork, Timeout: timeout})
+	if err != nil {
+		switch e := toError(err); {
+		case errors.Is(err, runs.ErrParentEnded):
+			return nil, &Error{Code: CodeValidation, Message: err.Error()}
+		case e.Code == CodeInternal:
+			return nil, &Error{Code: CodeRunFailed, Message: err.Error()}
+		default:
+			return nil, e
+		}
+	}
+	res := &RunResult{RunID: id}
+	if r, err := s.st.GetRun(ctx, id); err == nil {
+		res.SessionID = r.SessionID
+	}
+	return res, nil
+}
+
+// Await blocks until every named run has ended and returns their records
+// in order, whether they completed or failed (RUN-2): a failed run is a
+// result, not an error. An unknown id is NOT_FOUND.
+func (s *Server) Await(ctx context.Context, p AwaitParams) (*RunsResult, error) {
+	ids := p.Runs
+	if p.RunID != "" {
+		ids = append([]string{p.RunID}, ids...)
+	}
+	if len(ids) == 0 {
+		return nil, errorf(CodeInvalidRequest, "await needs runId or runs")
+	}
+	rs, err := s.sup.Await(ctx, ids...)
+	if err != nil {
+		return nil, toError(err)
+	}
+	out := &RunsResult{Runs: make([]store.Run, len(rs))}
+	for i, r := range rs {
+		out.Runs[i] = *r
+	}
+	return out, nil
+}
+
+// Cancel ends a run. It is idempotent (RUN-3): a finished or unknown run
+// is not an error.
+func (s *Server) Cancel(ctx context.Context, p RunIDParams) (struct{}, error) {
+	if p.RunID == "" {
+		return struct{}{}, errorf(CodeInvalidRequest, "cancel needs runId")
+	}
+	if err := s.sup.Cancel(ctx, p.RunID); err != nil {
+		return struct{}{}, toError(err)
+	}
+	return struct{}{}, nil
+}
+
+// Get returns one run with its children and turn record, or one session
+// with its runs (newest first). Unknown ids are NOT_FOUND.
+func (s *Server) Get(ctx context.Context, p GetParams) (*GetResult, error) {
+	switch {
+	case (p.RunID == "") == (p.SessionID == ""):
+		return nil, errorf(CodeInvalidRequest, "get needs exactly one of runId and sessionId")
+	case p.SessionID != "":
+		sess, err := s.st.GetSession(ctx, p.SessionID)
+		if err != nil {
+			return nil, toError(err)
+		}
+		rs, err := s.st.ListRuns(ctx, store.RunFilter{SessionID: p.SessionID})
+		if err != nil {
+			return nil, toError(err)
+		}
+		return &GetResult{Session: sess, Runs: rs}, nil
+	}
+	r, err := s.st.GetRun(ctx, p.RunID)
+	if err != nil {
+		return nil, toError(err)
+	}
+	res := &GetResult{Run: r}
+	if res.Children, err = s.st.Children(ctx, r.ID); err != nil {
+		return nil, toError(err)
+	}
+	if res.Messages, err = s.st.Messages(ctx, r.ID); err != nil {
+		return nil, toError(err)
+	}
+	if res.ToolCalls, err = s.st.ToolCalls(ctx, r.ID); err != nil {
+		return nil, toError(err)
+	}
+	return res, nil
+}
+
+var statuses = []store.RunStatus{store.StatusPending, store.StatusRunning, store.StatusCompleted, store.StatusFailed}
+
+// List returns runs matching p, newest first.
+func (s *Server) List(ctx context.Context, p ListParams) (*RunsResult, error) {
+	for _, st := range p.Status {
+		if !slices.Contains(statuses, st) {
+			return nil, errorf(CodeValidation, "unknown status %q (want pending, running, completed or failed)", st)
+		}
+	}
+	if p.Limit < 0 {
+		return nil, errorf(CodeValidation, "limit must not be negative")
+	}
+	if p.Limit == 0 {
+		p.Limit = 100
+	}
+	rs, err := s.st.ListRuns(ctx, store.RunFilter{Status: p.Status, Agent: p.Agent, SessionID: p.Session,
+		ParentID: p.Parent, Since: p.Since, Limit: p.Limit})
+	if err != nil {
+		return nil, toError(err)
+	}
+	if rs == nil {
+		rs = []store.Run{}
+	}
+	return &RunsResult{Runs: rs}, nil
+}
+
+// Events returns a run's recorded events after p.AfterSeq (LED-2), exactly
+// as recorded. An unknown run is NOT_FOUND.
+func (s *Server) Events(ctx context.Context, p EventsParams) (*EventsResult, error) {
+	if p.RunID == "" {
+		return nil, errorf(CodeInvalidRequest, "events needs runId")
+	}
+	if p.Limit < 0 || p.AfterSeq < 0 {
+		return nil, errorf(CodeValidation, "limit and afterSeq must not be negative")
+	}
+	if p.Limit == 0 {
+		p.Limit = 1000
+	}
+	p.Limit = min(p.Limit, 10000)
+	if _, err := s.st.GetRun(ctx, p.RunID); err != nil {
+		return nil, toError(err)
+	}
+	evs, err := s.st.Events(ctx, p.RunID, p.AfterSeq, p.Limit+1)
+	if err != nil {
+		return nil, toError(err)
+	}
+	res := &EventsResult{Events: make([]json.RawMessage, 0, min(len(evs), p.Limit))}
+	for i, ev := range evs {
+		if i == p.Limit {
+			res.More = true
+			break
+		}
+		res.Events = append(res.Events, ev.JSON)
+	}
+	return res, nil
+}
