@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -81,19 +82,13 @@ func newPsCmd(e *env) *cobra.Command {
 				if err != nil {
 					return err
 				}
-				if asJSON {
-					return writeJSONLines(e, rs)
-				}
-				tw := tabwriter.NewWriter(e.stdout, 2, 4, 2, ' ', 0)
-				fmt.Fprintln(tw, "RUN\tAGENT\tSTATUS\tAGE\tDURATION\tCOST\tPROMPT")
-				for _, r := range rs {
+				return printList(e, asJSON, rs, []string{"RUN", "AGENT", "STATUS", "AGE", "DURATION", "COST", "PROMPT"}, func(r store.Run) []string {
 					st := string(r.Status)
 					if r.Error != "" {
 						st += " (" + firstLine(r.Error, 30) + ")"
 					}
-					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.ID, r.Agent, st, age(r.CreatedAt), duration(r), cost(r.Usage), firstLine(r.Prompt, 40))
-				}
-				return tw.Flush()
+					return []string{r.ID, r.Agent, st, age(r.CreatedAt), duration(r), cost(r.Usage), firstLine(r.Prompt, 40)}
+				})
 			})
 		},
 	}
@@ -128,14 +123,24 @@ func withStore(ctx context.Context, db string, fn func(store.Store) error) error
 	return fn(l.st)
 }
 
-func writeJSONLines[T any](e *env, items []T) error {
-	enc := json.NewEncoder(e.stdout)
-	for _, it := range items {
-		if err := enc.Encode(it); err != nil {
-			return err
+// printList prints items as JSON lines, or as a table with header and one
+// row of cells per item.
+func printList[T any](e *env, asJSON bool, items []T, header []string, row func(T) []string) error {
+	if asJSON {
+		enc := json.NewEncoder(e.stdout)
+		for _, it := range items {
+			if err := enc.Encode(it); err != nil {
+				return err
+			}
 		}
+		return nil
 	}
-	return nil
+	tw := tabwriter.NewWriter(e.stdout, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, strings.Join(header, "\t"))
+	for _, it := range items {
+		fmt.Fprintln(tw, strings.Join(row(it), "\t"))
+	}
+	return tw.Flush()
 }
 
 func age(t time.Time) string {
@@ -395,19 +400,13 @@ func newSessionsCmd(e *env) *cobra.Command {
 				if err != nil {
 					return err
 				}
-				if asJSON {
-					return writeJSONLines(e, ss)
-				}
-				tw := tabwriter.NewWriter(e.stdout, 2, 4, 2, ' ', 0)
-				fmt.Fprintln(tw, "SESSION\tAGENT\tHEAD RUN\tTURNS\tUPDATED\tRESUME TOKEN")
-				for _, s := range ss {
+				return printList(e, asJSON, ss, []string{"SESSION", "AGENT", "HEAD RUN", "TURNS", "UPDATED", "RESUME TOKEN"}, func(s store.Session) []string {
 					turns := len(s.Heads)
 					if s.HeadRunID != "" {
 						turns++
 					}
-					fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\n", s.ID, s.Agent, s.HeadRunID, turns, age(s.UpdatedAt), s.ResumeToken)
-				}
-				return tw.Flush()
+					return []string{s.ID, s.Agent, s.HeadRunID, strconv.Itoa(turns), age(s.UpdatedAt), s.ResumeToken}
+				})
 			})
 		},
 	}
