@@ -215,3 +215,34 @@ func TestRUN3_CancelFromAnotherProcess(t *testing.T) {
 	}
 	t.Logf("cancelled across processes in %s (the fake ignores SIGTERM: includes the 3 s kill grace)", time.Since(start))
 }
+
+// TestLED2_LogsFollowFromAnotherProcess: `drover logs -f` in one process
+// follows a live run owned by another drover process to its end, printing
+// exactly what the owner prints.
+func TestLED2_LogsFollowFromAnotherProcess(t *testing.T) {
+	bin := buildDrover(t)
+	db := filepath.Join(t.TempDir(), "drover.db")
+	cmd, sc, stderr, _ := startDrover(t, bin, db, "slow-then-ok", "run", "--json", "-a", "claude", "take a moment")
+	var owner []string
+	if sc.Scan() {
+		owner = append(owner, sc.Text()) // init: the run is live
+	}
+	id := runIDRe.FindStringSubmatch(stderr.String())[1]
+	t.Setenv("DROVER_DB", db)
+	code, followed, errOut := cli(t, "ok", "logs", "-f", "--json", id)
+	for sc.Scan() {
+		owner = append(owner, sc.Text())
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("owner: %v", err)
+	}
+	if code != ExitOK {
+		t.Fatalf("logs -f: %d %s", code, errOut)
+	}
+	if got := strings.Split(strings.TrimSpace(followed), "\n"); strings.Join(got, "\n") != strings.Join(owner, "\n") {
+		t.Fatalf("followed %d events, owner printed %d:\n%s\n--\n%s", len(got), len(owner), followed, strings.Join(owner, "\n"))
+	}
+	if !strings.Contains(owner[len(owner)-1], `"type":"done"`) {
+		t.Fatalf("owner's last line %s", owner[len(owner)-1])
+	}
+}
