@@ -33,7 +33,11 @@ func DescribeTool(name string, input map[string]any) string {
 	case "edit", "multiedit", "replace", "edit_file", "str_replace", "notebookedit":
 		d = withArg("Editing", str("file_path", "path", "filePath", "notebook_path"), false)
 	case "apply_patch", "patch":
-		d = withArg("Patching", patchTarget(str("input", "patch")), false)
+		target := patchTarget(str("input", "patch"))
+		if target == "" {
+			target = changesTarget(input["changes"])
+		}
+		d = withArg("Patching", target, false)
 	case "read", "read_file", "view", "read_many_files":
 		d = withArg("Reading", str("file_path", "path", "filePath", "absolute_path"), false)
 	case "grep", "search_file_content", "search", "rg":
@@ -75,6 +79,21 @@ func patchTarget(patch string) string {
 		}
 	}
 	return ""
+}
+
+// changesTarget names the first file of a file-change list
+// ([{"path": …, "kind": …}], as Codex reports applied patches).
+func changesTarget(v any) string {
+	changes, _ := v.([]any)
+	if len(changes) == 0 {
+		return ""
+	}
+	first, _ := changes[0].(map[string]any)
+	path, _ := first["path"].(string)
+	if len(changes) > 1 && path != "" {
+		return fmt.Sprintf("%s and %d more", path, len(changes)-1)
+	}
+	return path
 }
 
 // oneLine collapses whitespace runs to one space and cuts s to max runes with "…".

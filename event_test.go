@@ -132,6 +132,8 @@ func TestUES5_ToolDescriptions(t *testing.T) {
 		{"Read", map[string]any{"file_path": "README.md"}, "Reading README.md"},
 		{"Grep", map[string]any{"pattern": "TODO"}, "Searching for `TODO`"},
 		{"apply_patch", map[string]any{"input": "*** Begin Patch\n*** Add File: hello.txt\n+hi"}, "Patching hello.txt"},
+		{"apply_patch", map[string]any{"changes": []any{map[string]any{"path": "/ws/a.go", "kind": "add"}}}, "Patching /ws/a.go"},
+		{"apply_patch", map[string]any{"changes": []any{map[string]any{"path": "a.go"}, map[string]any{"path": "b.go"}}}, "Patching a.go and 1 more"},
 		{"mcp__echo__echo", map[string]any{}, "Using mcp__echo__echo"},
 		{"Bash", map[string]any{}, "Running"},
 	}
