@@ -44,10 +44,3 @@ func TestPRO1_ServeStdio(t *testing.T) {
 		}
 	}
 }
-
-func TestServeNeedsStdio(t *testing.T) {
-	var out, errOut strings.Builder
-	if code := Run(context.Background(), []string{"serve"}, strings.NewReader(""), &out, &errOut); code != ExitUsage {
-		t.Fatalf("exit %d, want %d: %s", code, ExitUsage, errOut.String())
-	}
-}

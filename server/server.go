@@ -1,0 +1,394 @@
+// Package server is drover's HTTP transport (DESIGN.md §8, PRO-3): the
+// operations of the client protocol as JSON endpoints, plus Server-Sent
+// Events streams of runs' UES events. It is a thin layer over
+// protocol.Server, which executes every operation; streams read the ledger
+// (runs.Supervisor.Follow), so a slow or stuck client never slows a run.
+//
+// docs/http.md describes the endpoints; openapi.json is their OpenAPI
+// description.
+package server
+
+import (
+	"context"
+	"crypto/subtle"
+	_ "embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/drover-run/drover/protocol"
+	"github.com/drover-run/drover/runs"
+	"github.com/drover-run/drover/store"
+)
+
+// OpenAPI is the OpenAPI 3.1 description of the endpoints, as JSON.
+//
+//go:embed openapi.json
+var OpenAPI []byte
+
+// Error codes of the HTTP layer itself, besides the protocol's codes.
+const (
+	CodeUnauthorized = "UNAUTHORIZED"
+	CodeForbidden    = "FORBIDDEN"
+	CodeTooLarge     = "REQUEST_TOO_LARGE"
+)
+
+// DefaultAddr is where drover serves HTTP unless told otherwise.
+const DefaultAddr = "127.0.0.1:8765"
+
+// Config tunes a Server; zero fields take the defaults.
+type Config struct {
+	// Token, when set, is required of every request as
+	// "Authorization: Bearer <token>".
+	Token string
+	// Heartbeat is how often an idle stream sends a ": ping" comment;
+	// 0 means 15 s.
+	Heartbeat time.Duration
+	// MaxBody bounds a request body, in bytes; 0 means 1 MiB.
+	MaxBody int64
+	// Poll is how often GET /v1/stream looks for runs started by other
+	// processes sharing the ledger; 0 means 1 s.
+	Poll time.Duration
+}
+
+// Server serves the HTTP endpoints. Create it with New; its Handler is an
+// http.Handler. Close ends the streams in progress.
+type Server struct {
+	ps   *protocol.Server
+	sup  *runs.Supervisor
+	st   store.Store
+	cfg  Config
+	mux  *http.ServeMux
+	h    http.Handler
+	done chan struct{}
+	once sync.Once
+}
+
+// New returns a server executing operations with ps, streaming from sup
+// and st (the supervisor's ledger; ps must be over the same two).
+func New(ps *protocol.Server, sup *runs.Supervisor, st store.Store, cfg Config) *Server {
+	if cfg.Heartbeat <= 0 {
+		cfg.Heartbeat = 15 * time.Second
+	}
+	if cfg.MaxBody <= 0 {
+		cfg.MaxBody = 1 << 20
+	}
+	if cfg.Poll <= 0 {
+		cfg.Poll = time.Second
+	}
+	s := &Server{ps: ps, sup: sup, st: st, cfg: cfg, mux: http.NewServeMux(), done: make(chan struct{})}
+	s.routes()
+	cop := http.NewCrossOriginProtection()
+	cop.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		writeError(w, http.StatusForbidden, CodeForbidden, "cross-origin request refused")
+	}))
+	s.h = s.auth(cop.Handler(s.mux))
+	return s
+}
+
+// Handler returns the server's handler: authentication, cross-origin
+// protection, then the routes.
+func (s *Server) Handler() http.Handler { return s.h }
+
+// ServeHTTP implements http.Handler.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.h.ServeHTTP(w, r) }
+
+// Close ends every stream in progress (they return at their next step);
+// other requests are not affected. Calling it again does nothing.
+func (s *Server) Close() { s.once.Do(func() { close(s.done) }) }
+
+func (s *Server) routes() {
+	m := s.mux
+	m.HandleFunc("POST /v1/runs", s.handleRun)
+	m.HandleFunc("GET /v1/runs", s.handleList)
+	m.HandleFunc("GET /v1/runs/{id}", s.handleGet)
+	m.HandleFunc("POST /v1/runs/{id}/cancel", s.handleCancel)
+	m.HandleFunc("GET /v1/runs/{id}/await", s.handleAwait)
+	m.HandleFunc("GET /v1/runs/{id}/events", s.handleEvents)
+	m.HandleFunc("GET /v1/runs/{id}/stream", s.handleStream)
+	m.HandleFunc("GET /v1/sessions/{id}", s.handleSession)
+	m.HandleFunc("GET /v1/stream", s.handleStreamAll)
+	m.HandleFunc("GET /v1/openapi.json", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.Write(OpenAPI)
+	})
+}
+
+// auth requires the bearer token when one is configured.
+func (s *Server) auth(next http.Handler) http.Handler {
+	if s.cfg.Token == "" {
+		return next
+	}
+	want := []byte("Bearer " + s.cfg.Token)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got := []byte(r.Header.Get("Authorization"))
+		if subtle.ConstantTimeCompare(got, want) != 1 {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="drover"`)
+			writeError(w, http.StatusUnauthorized, CodeUnauthorized, "missing or wrong bearer token")
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// CheckAddr refuses to serve on addr without a token unless addr is a
+// loopback address (127.0.0.0/8, ::1 or "localhost").
+func CheckAddr(addr, token string) error {
+	if token != "" {
+		return nil
+	}
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("address %q: %w", addr, err)
+	}
+	if !IsLoopback(host) {
+		return fmt.Errorf("refusing to serve on %s without a token: it is not a loopback address; set --token or DROVER_TOKEN, or bind 127.0.0.1", addr)
+	}
+	return nil
+}
+
+// IsLoopback reports whether host (no port) names only the loopback
+// interface. An empty host means every interface: not loopback.
+func IsLoopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(strings.Trim(host, "[]"))
+	return ip != nil && ip.IsLoopback()
+}
+
+// HTTPServer returns an http.Server for s with drover's timeouts: a
+// ReadHeaderTimeout, and neither ReadTimeout nor WriteTimeout: a read
+// deadline that passes while a handler runs cancels its request context,
+// which would end long awaits and streams (request bodies are bounded by
+// MaxBody instead).
+func (s *Server) HTTPServer() *http.Server {
+	return &http.Server{
+		Handler:           s.h,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    64 << 10,
+	}
+}
+
+// errorBody is the body of every error response.
+type errorBody struct {
+	Error protocol.Error `json:"error"`
+}
+
+func writeError(w http.ResponseWriter, status int, code, msg string) {
+	writeJSON(w, status, errorBody{protocol.Error{Code: code, Message: msg}})
+}
+
+// writeErr answers a protocol error with its HTTP status.
+func writeErr(w http.ResponseWriter, err error) {
+	var pe *protocol.Error
+	if !errors.As(err, &pe) {
+		pe = &protocol.Error{Code: protocol.CodeInternal, Message: err.Error()}
+	}
+	writeError(w, Status(pe.Code), pe.Code, pe.Message)
+}
+
+// Status is the HTTP status of a protocol error code.
+func Status(code string) int {
+	switch code {
+	case protocol.CodeInvalidRequest, protocol.CodeValidation:
+		return http.StatusBadRequest
+	case protocol.CodeNotFound:
+		return http.StatusNotFound
+	case CodeUnauthorized:
+		return http.StatusUnauthorized
+	case CodeForbidden:
+		return http.StatusForbidden
+	case CodeTooLarge:
+		return http.StatusRequestEntityTooLarge
+	}
+	return http.StatusInternalServerError
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		status = http.StatusInternalServerError
+		b, _ = json.Marshal(errorBody{protocol.Error{Code: protocol.CodeInternal, Message: err.Error()}})
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	w.Write(append(b, '\n'))
+}
+
+func invalid(format string, a ...any) error {
+	return &protocol.Error{Code: protocol.CodeInvalidRequest, Message: fmt.Sprintf(format, a...)}
+}
+
+// handleRun: POST /v1/runs, body RunParams → 201 RunResult.
+func (s *Server) handleRun(w http.ResponseWriter, r *http.Request) {
+	r.Body = http.MaxBytesReader(w, r.Body, s.cfg.MaxBody)
+	dec := json.NewDecoder(r.Body)
+	dec.DisallowUnknownFields()
+	var p protocol.RunParams
+	if err := dec.Decode(&p); err != nil {
+		var mb *http.MaxBytesError
+		if errors.As(err, &mb) {
+			writeError(w, http.StatusRequestEntityTooLarge, CodeTooLarge, fmt.Sprintf("request body larger than %d bytes", mb.Limit))
+			return
+		}
+		writeErr(w, invalid("body is not a run request: %v", err))
+		return
+	}
+	if dec.More() {
+		writeErr(w, invalid("body has more than one JSON value"))
+		return
+	}
+	// The run outlives the request: a client that goes away after asking
+	// for it does not undo it.
+	res, err := s.ps.Run(context.WithoutCancel(r.Context()), p)
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	w.Header().Set("Location", "/v1/runs/"+res.RunID)
+	writeJSON(w, http.StatusCreated, res)
+}
+
+// handleList: GET /v1/runs?status=&agent=&session=&parent=&since=&limit=.
+func (s *Server) handleList(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	var p protocol.ListParams
+	for _, v := range q["status"] {
+		for st := range strings.SplitSeq(v, ",") {
+			if st != "" {
+				p.Status = append(p.Status, store.RunStatus(st))
+			}
+		}
+	}
+	p.Agent, p.Session, p.Parent = q.Get("agent"), q.Get("session"), q.Get("parent")
+	if v := q.Get("since"); v != "" {
+		t, err := time.Parse(time.RFC3339Nano, v)
+		if err != nil {
+			writeErr(w, &protocol.Error{Code: protocol.CodeValidation, Message: fmt.Sprintf("since %q: want an RFC 3339 time", v)})
+			return
+		}
+		p.Since = t
+	}
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			writeErr(w, &protocol.Error{Code: protocol.CodeValidation, Message: fmt.Sprintf("limit %q: want a number", v)})
+			return
+		}
+		p.Limit = n
+	}
+	res, err := s.ps.List(r.Context(), p)
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, res)
+}
+
+// handleGet: GET /v1/runs/{id} → GetResult.
+func (s *Server) handleGet(w http.ResponseWriter, r *http.Request) {
+	res, err := s.ps.Get(r.Context(), protocol.GetParams{RunID: r.PathValue("id")})
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, res)
+}
+
+// handleSession: GET /v1/sessions/{id} → GetResult with session and runs.
+func (s *Server) handleSession(w http.ResponseWriter, r *http.Request) {
+	res, err := s.ps.Get(r.Context(), protocol.GetParams{SessionID: r.PathValue("id")})
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, res)
+}
+
+// handleCancel: POST /v1/runs/{id}/cancel → {}. Idempotent; an unknown run
+// is not an error (RUN-3).
+func (s *Server) handleCancel(w http.ResponseWriter, r *http.Request) {
+	res, err := s.ps.Cancel(context.WithoutCancel(r.Context()), protocol.RunIDParams{RunID: r.PathValue("id")})
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, res)
+}
+
+// handleAwait: GET /v1/runs/{id}/await blocks until the run has ended →
+// RunsResult. It gives up when the client goes away.
+func (s *Server) handleAwait(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := s.requestContext(r)
+	defer cancel()
+	res, err := s.ps.Await(ctx, protocol.AwaitParams{RunID: r.PathValue("id")})
+	if err != nil {
+		if ctx.Err() != nil {
+			return // the client went away or the server is closing
+		}
+		writeErr(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, res)
+}
+
+// handleEvents: GET /v1/runs/{id}/events?after=N&limit=M → a JSON array
+// of UES events exactly as recorded; header Drover-More: true when more
+// events follow the last one.
+func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	p := protocol.EventsParams{RunID: r.PathValue("id")}
+	var err error
+	if p.AfterSeq, err = intParam(q.Get("after")); err != nil {
+		writeErr(w, err)
+		return
+	}
+	n, err := intParam(q.Get("limit"))
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	p.Limit = int(n)
+	res, err := s.ps.Events(r.Context(), p)
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	if res.More {
+		w.Header().Set("Drover-More", "true")
+	}
+	writeJSON(w, http.StatusOK, res.Events)
+}
+
+func intParam(v string) (int64, error) {
+	if v == "" {
+		return 0, nil
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n < 0 {
+		return 0, &protocol.Error{Code: protocol.CodeValidation, Message: fmt.Sprintf("%q: want a non-negative integer", v)}
+	}
+	return n, nil
+}
+
+// requestContext is the request's context, also ended by Close.
+func (s *Server) requestContext(r *http.Request) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(r.Context())
+	go func() {
+		select {
+		case <-s.done:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, cancel
+}
