@@ -9,7 +9,6 @@ import (
 	"iter"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -553,11 +552,11 @@ func (h *human) doneLine(ev drover.Event, p drover.DonePayload) string {
 	if p.ResumeToken != "" {
 		parts = append(parts, "resume "+p.ResumeToken)
 	}
-	c := "32"
-	if p.Status != drover.StatusSuccess {
-		c = "31"
-	}
-	if slices.Contains([]drover.DoneStatus{drover.StatusInterrupted}, p.Status) {
+	c := "31" // red: failed
+	switch p.Status {
+	case drover.StatusSuccess:
+		c = "32"
+	case drover.StatusInterrupted:
 		c = "33"
 	}
 	return h.paint(c, "■ "+strings.Join(parts, " · "))
