@@ -56,7 +56,7 @@ type gates struct{ ch chan chan struct{} }
 
 // agents: quick emits N texts (prompt "N", default 3) and done; big emits
 // N texts of 1 KiB once a gate opens; gated emits N texts, waits for a gate from the test,
-// then emits N more; hang waits for cancellation.
+// then emits N more; costly reports usage; tooly runs a tool and hits an error; hang waits for cancellation.
 func agents(g gates) []*agent {
 	emit := func(y func(drover.Event, error) bool, n, size, from int) bool {
 		pad := strings.Repeat("x", size)
@@ -105,6 +105,21 @@ func agents(g gates) []*agent {
 			if emit(y, n, 0, n) {
 				y(done(drover.StatusSuccess), nil)
 			}
+		}},
+		{id: "costly", run: func(_ context.Context, _ drover.Request, y func(drover.Event, error) bool) {
+			cost := 0.5
+			if y(text("counted"), nil) {
+				y(drover.Event{Type: drover.TypeDone, Payload: drover.DonePayload{Status: drover.StatusSuccess,
+					Usage: drover.Usage{InputTokens: 1200, OutputTokens: 340, ToolUses: 2, TotalCostUSD: &cost}}}, nil)
+			}
+		}},
+		{id: "tooly", run: func(_ context.Context, _ drover.Request, y func(drover.Event, error) bool) {
+			_ = y(drover.Event{Type: drover.TypeToolUse, Payload: drover.ToolUsePayload{ToolName: "Bash", ToolUseID: "t1",
+				Input: map[string]any{"command": "ls -la"}, Description: "list files"}}, nil) &&
+				y(drover.Event{Type: drover.TypeToolResult, Payload: drover.ToolResultPayload{ToolUseID: "t1", ToolName: "Bash",
+					Status: drover.ToolSuccess, Output: "hello.txt\nmain.go"}}, nil) &&
+				y(drover.Event{Type: drover.TypeError, Payload: drover.ErrorPayload{Code: "API_ERROR", Message: "overloaded, retrying", Recoverable: true}}, nil) &&
+				y(done(drover.StatusSuccess), nil)
 		}},
 		{id: "hang", run: func(ctx context.Context, _ drover.Request, y func(drover.Event, error) bool) {
 			if y(text("working"), nil) {

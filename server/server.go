@@ -10,7 +10,6 @@ package server
 
 import (
 	"context"
-	"crypto/subtle"
 	_ "embed"
 	"encoding/json"
 	"errors"
@@ -114,21 +113,23 @@ func (s *Server) routes() {
 	m.HandleFunc("GET /v1/runs/{id}/stream", s.handleStream)
 	m.HandleFunc("GET /v1/sessions/{id}", s.handleSession)
 	m.HandleFunc("GET /v1/stream", s.handleStreamAll)
+	m.HandleFunc("GET /v1/runs/stream", s.handleRunsStream)
 	m.HandleFunc("GET /v1/openapi.json", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		w.Write(OpenAPI)
 	})
+	s.dashboardRoutes()
 }
 
-// auth requires the bearer token when one is configured.
+// auth requires the token when one is configured: a bearer header, or the
+// dashboard's cookie (see handleLogin). The dashboard's files and the login
+// endpoint are public.
 func (s *Server) auth(next http.Handler) http.Handler {
 	if s.cfg.Token == "" {
 		return next
 	}
-	want := []byte("Bearer " + s.cfg.Token)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		got := []byte(r.Header.Get("Authorization"))
-		if subtle.ConstantTimeCompare(got, want) != 1 {
+		if !public(r) && !s.authorized(r) {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="drover"`)
 			writeError(w, http.StatusUnauthorized, CodeUnauthorized, "missing or wrong bearer token")
 			return

@@ -35,13 +35,16 @@ func startStream(w http.ResponseWriter) *sse {
 	return s
 }
 
-// event writes one event: id, event type, and the stored UES JSON as data.
+// event writes one event: id (none if empty), event type, and JSON data.
 func (s *sse) event(id, typ string, data []byte) error {
 	var b bytes.Buffer
 	b.Grow(len(data) + len(id) + len(typ) + 32)
-	b.WriteString("id: ")
-	b.WriteString(id)
-	b.WriteString("\nevent: ")
+	if id != "" {
+		b.WriteString("id: ")
+		b.WriteString(id)
+		b.WriteByte('\n')
+	}
+	b.WriteString("event: ")
 	b.WriteString(typ)
 	b.WriteByte('\n')
 	// Stored events are compact JSON, one line; split anyway so that a
@@ -196,30 +199,44 @@ func (s *Server) watchAll(ctx context.Context, out chan<- store.Event) {
 			followers.Go(func() { s.follow(ctx, r.ID, 0, out) })
 		}
 	}
-	changed := s.sup.RunsChanged()
 	if rs, err := s.st.ListRuns(ctx, store.RunFilter{Status: []store.RunStatus{store.StatusPending, store.StatusRunning}}); err == nil {
 		for _, r := range rs {
 			add(r, true)
 		}
 	}
+	s.onRunsChanged(ctx, func() bool {
+		rs, err := s.st.ListRuns(ctx, store.RunFilter{Since: since})
+		if err != nil {
+			return true // retried at the next wake-up
+		}
+		newest := since
+		for i := len(rs) - 1; i >= 0; i-- { // oldest first
+			add(rs[i], false)
+			if rs[i].CreatedAt.Add(-margin).After(newest) {
+				newest = rs[i].CreatedAt.Add(-margin)
+			}
+		}
+		since = newest
+		for id, at := range seen {
+			if at.Before(since) {
+				delete(seen, id)
+			}
+		}
+		return true
+	})
+}
+
+// onRunsChanged calls scan at once, then each time a run of this
+// supervisor starts or ends and every Poll (for runs of other processes
+// sharing the ledger), until ctx ends or scan returns false. The change
+// channel is taken before each scan, so no change is missed between them.
+func (s *Server) onRunsChanged(ctx context.Context, scan func() bool) {
 	tick := time.NewTicker(s.cfg.Poll)
 	defer tick.Stop()
 	for {
-		rs, err := s.st.ListRuns(ctx, store.RunFilter{Since: since})
-		if err == nil {
-			newest := since
-			for i := len(rs) - 1; i >= 0; i-- { // oldest first
-				add(rs[i], false)
-				if rs[i].CreatedAt.Add(-margin).After(newest) {
-					newest = rs[i].CreatedAt.Add(-margin)
-				}
-			}
-			since = newest
-			for id, at := range seen {
-				if at.Before(since) {
-					delete(seen, id)
-				}
-			}
+		changed := s.sup.RunsChanged()
+		if !scan() {
+			return
 		}
 		select {
 		case <-changed:
@@ -227,6 +244,5 @@ func (s *Server) watchAll(ctx context.Context, out chan<- store.Event) {
 		case <-ctx.Done():
 			return
 		}
-		changed = s.sup.RunsChanged()
 	}
 }

@@ -27,8 +27,9 @@ func newServeCmd(e *env) *cobra.Command {
 		Long: `Serve drover's client protocol. Runs are recorded in the ledger like
 'drover run' records them.
 
-Without --stdio, drover serves HTTP (docs/http.md): JSON endpoints under /v1
-and Server-Sent Events streams of runs' events. It binds 127.0.0.1:8765
+Without --stdio, drover serves HTTP (docs/http.md): JSON endpoints under /v1,
+Server-Sent Events streams of runs' events, and a web dashboard at /
+(docs/dashboard.md). It binds 127.0.0.1:8765
 unless told otherwise (--addr) and refuses a non-loopback address without a
 token. With a token (--token, or better DROVER_TOKEN, which 'ps' does not
 show) every request needs "Authorization: Bearer <token>". SIGINT or SIGTERM
@@ -101,6 +102,11 @@ func serveHTTP(ctx context.Context, e *env, db string, limit int, addr, token st
 		hs := server.New(protocol.NewServer(sup, st, protocol.Config{}), sup, st, server.Config{Token: token})
 		h := hs.HTTPServer()
 		fmt.Fprintf(e.stderr, "drover: serving HTTP on http://%s\n", ln.Addr())
+		if token == "" {
+			fmt.Fprintf(e.stderr, "drover: dashboard at http://%s/\n", ln.Addr())
+		} else {
+			fmt.Fprintf(e.stderr, "drover: dashboard at http://%s/#token=<token> (or sign in with the token there)\n", ln.Addr())
+		}
 		served := make(chan error, 1)
 		go func() { served <- h.Serve(ln) }()
 		select {

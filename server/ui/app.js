@@ -1,0 +1,588 @@
+// drover dashboard (PRO-4). Plain JavaScript, no build step, no network
+// beyond this server. Every string from the server is inserted as text,
+// never as HTML.
+'use strict';
+
+const $ = (id) => document.getElementById(id);
+
+const LIVE = new Set(['pending', 'running']);
+// UES core types: the per-run SSE stream names each event by its type, and
+// EventSource only delivers the names it listens for. Extension events
+// ("vendor:name") are fetched from /events when a gap in seq shows them.
+const CORE = ['init', 'text', 'text_delta', 'thinking', 'tool_use', 'tool_result',
+  'permission_request', 'error', 'done'];
+
+const state = {
+  runs: new Map(), // id → run record, as /v1/runs/stream sends it
+  watch: null, // EventSource of run records
+  selected: '',
+  timeline: null, // the selected run's timeline, see openTimeline
+  renderQueued: false,
+};
+
+// ---- small helpers -------------------------------------------------------
+
+function el(tag, props, ...children) {
+  const e = document.createElement(tag);
+  for (const [k, v] of Object.entries(props || {})) {
+    if (v === undefined || v === null || v === false) continue;
+    if (k === 'class') e.className = v;
+    else if (k === 'text') e.textContent = v;
+    else if (k.startsWith('data-')) e.setAttribute(k, String(v));
+    else if (k.startsWith('on')) e.addEventListener(k.slice(2), v);
+    else e.setAttribute(k, String(v));
+  }
+  for (const c of children) {
+    if (c === undefined || c === null || c === false) continue;
+    e.append(c instanceof Node ? c : document.createTextNode(String(c)));
+  }
+  return e;
+}
+
+function fmtDuration(ms) {
+  if (ms === undefined || ms === null || ms < 0) return '';
+  if (ms < 1000) return ms + ' ms';
+  const s = ms / 1000;
+  if (s < 60) return s.toFixed(1) + ' s';
+  const m = Math.floor(s / 60);
+  if (m < 60) return m + ' min ' + Math.floor(s % 60) + ' s';
+  return Math.floor(m / 60) + ' h ' + (m % 60) + ' min';
+}
+
+function fmtCost(usd) {
+  if (usd === undefined || usd === null) return '';
+  return '$' + (usd < 0.01 && usd > 0 ? usd.toFixed(4) : usd.toFixed(2));
+}
+
+function fmtInt(n) {
+  return (n || 0).toLocaleString('en-US');
+}
+
+function fmtTime(iso) {
+  if (!iso) return '';
+  const d = new Date(iso);
+  return d.toLocaleTimeString('en-GB', { hour12: false });
+}
+
+function isZeroTime(iso) {
+  return !iso || iso.startsWith('0001-');
+}
+
+// runDuration is how long a run has taken: its recorded duration once
+// ended, else the time since it started.
+function runDuration(r) {
+  if (r.durationMs) return r.durationMs;
+  if (!isZeroTime(r.endedAt) && !isZeroTime(r.startedAt)) {
+    return Date.parse(r.endedAt) - Date.parse(r.startedAt);
+  }
+  if (LIVE.has(r.status) && !isZeroTime(r.startedAt)) return Date.now() - Date.parse(r.startedAt);
+  return undefined;
+}
+
+// statusLabel tells apart what the run record's status alone does not:
+// a run cancelled ends "failed" with done status "interrupted".
+function statusLabel(r) {
+  if (r.status === 'running' && r.cancelRequested) return 'cancelling';
+  if (r.doneStatus === 'interrupted') return 'cancelled';
+  if (r.status === 'completed' && r.doneStatus && r.doneStatus !== 'success') return r.doneStatus;
+  return r.status;
+}
+
+// api calls the JSON API; a 401 shows the sign-in form.
+async function api(method, path, body) {
+  const init = { method, credentials: 'same-origin', headers: {} };
+  if (body !== undefined) {
+    init.headers['Content-Type'] = 'application/json';
+    init.body = JSON.stringify(body);
+  }
+  const resp = await fetch(path, init);
+  if (resp.status === 401) {
+    showLogin('');
+    throw new Error('not signed in');
+  }
+  const text = await resp.text();
+  let data = null;
+  if (text) {
+    try { data = JSON.parse(text); } catch { data = null; }
+  }
+  if (!resp.ok) {
+    const e = data && data.error;
+    throw new Error(e ? e.code + ': ' + e.message : resp.status + ' ' + resp.statusText);
+  }
+  return { data, headers: resp.headers };
+}
+
+// ---- sign-in -------------------------------------------------------------
+
+function showLogin(msg) {
+  stopWatch();
+  closeTimeline();
+  $('app').hidden = true;
+  $('login').hidden = false;
+  $('login-error').textContent = msg;
+  setConn('signed-out', 'signed out');
+}
+
+async function login(token) {
+  const resp = await fetch('/v1/login', {
+    method: 'POST',
+    credentials: 'same-origin',
+    headers: { 'Content-Type': 'application/json' },
+    body: JSON.stringify({ token }),
+  });
+  return resp.ok;
+}
+
+// ---- the run list --------------------------------------------------------
+
+function setConn(st, text) {
+  const c = $('conn');
+  c.dataset.state = st;
+  c.textContent = text;
+}
+
+function stopWatch() {
+  if (state.watch) state.watch.close();
+  state.watch = null;
+}
+
+function startWatch() {
+  stopWatch();
+  const es = new EventSource('/v1/runs/stream?limit=200');
+  state.watch = es;
+  es.addEventListener('run', (e) => {
+    const r = JSON.parse(e.data);
+    state.runs.set(r.id, r);
+    queueRender();
+  });
+  es.addEventListener('synced', () => setConn('live', 'live'));
+  es.onerror = async () => {
+    if (es !== state.watch) return;
+    setConn('reconnecting', 'reconnecting…');
+    if (es.readyState === EventSource.CLOSED) {
+      // The server refused the stream (a 401 or an error status), so the
+      // browser will not retry by itself: find out why, then retry.
+      try {
+        await api('GET', '/v1/runs?limit=1');
+        setTimeout(() => { if (es === state.watch) startWatch(); }, 2000);
+      } catch { /* api showed the sign-in form, or the server is down */
+        if (es === state.watch) setTimeout(() => { if (es === state.watch) startWatch(); }, 2000);
+      }
+    }
+  };
+}
+
+function queueRender() {
+  if (state.renderQueued) return;
+  state.renderQueued = true;
+  requestAnimationFrame(() => {
+    state.renderQueued = false;
+    renderRuns();
+    renderUsage();
+    renderDetailHead();
+  });
+}
+
+// tree orders runs as a tree: roots newest first, each followed by its
+// children oldest first, with their depth.
+function tree() {
+  const kids = new Map();
+  const roots = [];
+  for (const r of state.runs.values()) {
+    if (r.parentId && state.runs.has(r.parentId)) {
+      if (!kids.has(r.parentId)) kids.set(r.parentId, []);
+      kids.get(r.parentId).push(r);
+    } else {
+      roots.push(r);
+    }
+  }
+  const byCreated = (a, b) => Date.parse(a.createdAt) - Date.parse(b.createdAt);
+  roots.sort((a, b) => byCreated(b, a));
+  const out = [];
+  const walk = (r, depth) => {
+    out.push([r, depth]);
+    for (const c of (kids.get(r.id) || []).sort(byCreated)) walk(c, depth + 1);
+  };
+  for (const r of roots) walk(r, 0);
+  return out;
+}
+
+function renderRuns() {
+  const body = $('runs-body');
+  const rows = [];
+  for (const [r, depth] of tree()) {
+    const u = r.usage || {};
+    const label = statusLabel(r);
+    const tr = el('tr', {
+      class: 'run' + (r.id === state.selected ? ' selected' : ''),
+      'data-run-id': r.id,
+      'data-status': r.status,
+      'data-parent-id': r.parentId || undefined,
+      'data-depth': depth,
+      tabindex: 0,
+      onclick: () => selectRun(r.id),
+      onkeydown: (e) => { if (e.key === 'Enter') selectRun(r.id); },
+    },
+    el('td', {}, el('span', { class: 'status s-' + label, text: label })),
+    el('td', { class: 'agent', text: r.agent }),
+    promptCell(r, depth),
+    el('td', { class: 'started', text: fmtTime(isZeroTime(r.startedAt) ? r.createdAt : r.startedAt) }),
+    el('td', { class: 'duration', 'data-live': LIVE.has(r.status) ? 'true' : undefined, text: fmtDuration(runDuration(r)) }),
+    el('td', { class: 'num', text: u.inputTokens || u.outputTokens ? fmtInt(u.inputTokens) + ' / ' + fmtInt(u.outputTokens) : '' }),
+    el('td', { class: 'num', text: fmtCost(u.totalCostUsd) }));
+    rows.push(tr);
+  }
+  body.replaceChildren(...rows);
+  $('runs-empty').hidden = rows.length > 0;
+}
+
+function promptCell(r, depth) {
+  const td = el('td', { class: 'prompt', title: r.prompt },
+    depth ? el('span', { class: 'branch', text: '↳ ' }) : null, r.prompt);
+  td.style.paddingLeft = (0.5 + depth * 1.25) + 'em'; // CSSOM: allowed by the CSP
+  return td;
+}
+
+function renderUsage() {
+  let live = 0, failed = 0, tin = 0, tout = 0, tools = 0, cost = 0;
+  for (const r of state.runs.values()) {
+    if (LIVE.has(r.status)) live++;
+    if (r.status === 'failed') failed++;
+    const u = r.usage || {};
+    tin += u.inputTokens || 0;
+    tout += u.outputTokens || 0;
+    tools += u.toolUses || 0;
+    cost += u.totalCostUsd || 0;
+  }
+  $('usage-runs').textContent = fmtInt(state.runs.size);
+  $('usage-live').textContent = fmtInt(live);
+  $('usage-failed').textContent = fmtInt(failed);
+  $('usage-in').textContent = fmtInt(tin);
+  $('usage-out').textContent = fmtInt(tout);
+  $('usage-tools').textContent = fmtInt(tools);
+  $('usage-cost').textContent = fmtCost(cost);
+}
+
+// tick refreshes the durations of live runs once a second.
+function tick() {
+  for (const td of document.querySelectorAll('#runs-body td.duration[data-live]')) {
+    const r = state.runs.get(td.parentElement.dataset.runId);
+    if (r) td.textContent = fmtDuration(runDuration(r));
+  }
+  const r = state.runs.get(state.selected);
+  if (r && LIVE.has(r.status)) renderDetailHead();
+}
+
+// ---- the selected run ----------------------------------------------------
+
+function selectRun(id) {
+  if (!id) return;
+  if (location.hash !== '#run=' + id) history.replaceState(null, '', '#run=' + id);
+  if (state.selected === id && state.timeline) return;
+  state.selected = id;
+  for (const tr of document.querySelectorAll('#runs-body tr.run')) {
+    tr.classList.toggle('selected', tr.dataset.runId === id);
+  }
+  $('detail').hidden = false;
+  $('detail').dataset.runId = id;
+  renderDetailHead();
+  openTimeline(id);
+}
+
+function renderDetailHead() {
+  const id = state.selected;
+  if (!id) return;
+  const r = state.runs.get(id);
+  $('detail-id').textContent = id;
+  const cancel = $('cancel');
+  if (!r) {
+    $('detail-agent').textContent = '';
+    $('detail-status').textContent = '';
+    cancel.hidden = true;
+    return;
+  }
+  const label = statusLabel(r);
+  $('detail-agent').textContent = r.agent;
+  const st = $('detail-status');
+  st.textContent = label;
+  st.className = 'status s-' + label;
+  st.dataset.status = r.status;
+  $('detail-prompt').textContent = r.prompt;
+  $('detail-error').textContent = r.error || '';
+  cancel.hidden = !LIVE.has(r.status);
+  if (!cancel.dataset.pending) {
+    cancel.disabled = !!r.cancelRequested;
+    cancel.textContent = r.cancelRequested ? 'Cancelling…' : 'Cancel run';
+  }
+
+  const u = r.usage || {};
+  const facts = [
+    ['status', r.doneStatus ? r.status + ' (' + r.doneStatus + ')' : r.status],
+    ['created', new Date(r.createdAt).toLocaleString('en-GB')],
+    ['duration', fmtDuration(runDuration(r))],
+    ['tokens in / out', fmtInt(u.inputTokens) + ' / ' + fmtInt(u.outputTokens)],
+    ['cache read / write', u.cacheReadTokens !== undefined || u.cacheWriteTokens !== undefined
+      ? fmtInt(u.cacheReadTokens) + ' / ' + fmtInt(u.cacheWriteTokens) : ''],
+    ['reasoning tokens', u.reasoningTokens !== undefined ? fmtInt(u.reasoningTokens) : ''],
+    ['tool uses', fmtInt(u.toolUses)],
+    ['turns', u.turns !== undefined ? fmtInt(u.turns) : ''],
+    ['cost', fmtCost(u.totalCostUsd)],
+    ['events', fmtInt(r.lastSeq)],
+    ['session', r.sessionId || ''],
+    ['resume token', r.resumeToken || ''],
+    ['process', r.pid ? 'pid ' + r.pid + (r.owner ? ' on ' + r.owner : '') : ''],
+  ];
+  $('detail-facts').replaceChildren(...facts.filter(([, v]) => v !== '').map(([k, v]) =>
+    el('div', {}, el('dt', { text: k }), el('dd', { text: v }))));
+
+  const links = [];
+  if (r.parentId) links.push(el('span', {}, 'child of ', runLink(r.parentId)));
+  const kids = [...state.runs.values()].filter((c) => c.parentId === id);
+  if (kids.length) {
+    links.push(el('span', {}, 'children: ', ...kids.flatMap((c, i) => [i ? ', ' : '', runLink(c.id)])));
+  }
+  $('detail-links').replaceChildren(...links);
+}
+
+function runLink(id) {
+  return el('a', { href: '#run=' + id, text: id, onclick: (e) => { e.preventDefault(); selectRun(id); } });
+}
+
+function closeTimeline() {
+  const tl = state.timeline;
+  if (tl) {
+    tl.closed = true;
+    if (tl.es) tl.es.close();
+  }
+  state.timeline = null;
+}
+
+// openTimeline follows a run's events: the SSE stream from seq 0 (the
+// browser resumes with Last-Event-ID after a drop). Events are delivered
+// one at a time, in seq order, through a promise chain so that a gap can
+// be filled from /events before what follows it is shown.
+function openTimeline(id) {
+  closeTimeline();
+  const list = $('timeline');
+  list.replaceChildren();
+  const tl = { id, list, lastSeq: 0, t0: 0, chain: Promise.resolve(), es: null, closed: false, tools: new Map(), delta: null };
+  state.timeline = tl;
+  const es = new EventSource('/v1/runs/' + encodeURIComponent(id) + '/stream');
+  tl.es = es;
+  const onEvent = (e) => {
+    let ev;
+    try { ev = JSON.parse(e.data); } catch { return; }
+    tl.chain = tl.chain.then(() => deliver(tl, ev)).catch((err) => showTimelineError(tl, err));
+  };
+  for (const t of CORE) es.addEventListener(t, onEvent);
+  es.onerror = () => {
+    // After done the server ends the stream; the browser would reconnect
+    // and get nothing new, so stop. Otherwise let it resume by itself,
+    // unless the server refused the stream: then say why.
+    if (tl.done || tl.closed) {
+      es.close();
+    } else if (es.readyState === EventSource.CLOSED) {
+      api('GET', '/v1/runs/' + encodeURIComponent(id))
+        .then(() => showTimelineError(tl, new Error('the event stream was refused; reload to retry')))
+        .catch((err) => showTimelineError(tl, err));
+    }
+  };
+}
+
+async function deliver(tl, ev) {
+  if (tl.closed || ev.seq <= tl.lastSeq) return; // a duplicate after a reconnect
+  if (ev.seq > tl.lastSeq + 1) await fill(tl, ev.seq - 1);
+  if (tl.closed) return;
+  render(tl, ev);
+  tl.lastSeq = ev.seq;
+  if (ev.type === 'done') {
+    tl.done = true;
+    tl.es.close();
+  }
+}
+
+// fill fetches the events after tl.lastSeq up to seq `upto` (extension
+// events, which the stream names by a type nobody listens for).
+async function fill(tl, upto) {
+  while (!tl.closed && tl.lastSeq < upto) {
+    const n = Math.min(upto - tl.lastSeq, 1000);
+    const { data } = await api('GET', '/v1/runs/' + encodeURIComponent(tl.id) + '/events?after=' + tl.lastSeq + '&limit=' + n);
+    if (!data || data.length === 0) return;
+    for (const ev of data) {
+      if (tl.closed || ev.seq <= tl.lastSeq) continue;
+      render(tl, ev);
+      tl.lastSeq = ev.seq;
+    }
+  }
+}
+
+function showTimelineError(tl, err) {
+  if (tl.closed) return;
+  tl.list.append(el('li', { class: 'ev ev-error' }, el('span', { class: 'label', text: 'dashboard' }), String(err.message || err)));
+}
+
+function pre(text, cls) {
+  const s = String(text ?? '');
+  const p = el('pre', { class: cls || '', text: s });
+  if (s.length > 2000 || s.split('\n').length > 30) {
+    return el('details', {}, el('summary', { text: s.split('\n').length + ' lines, ' + fmtInt(s.length) + ' chars' }), p);
+  }
+  return p;
+}
+
+function render(tl, ev) {
+  if (!tl.t0) tl.t0 = ev.timestamp;
+  const p = ev.payload || {};
+  const at = el('span', { class: 'at', text: '+' + fmtDuration(ev.timestamp - tl.t0) });
+  const item = (label, ...body) => el('li', { class: 'ev ev-' + ev.type.replace(/[^a-z_]/gi, '-'), 'data-seq': ev.seq, 'data-type': ev.type },
+    at, el('span', { class: 'label', text: label }), el('div', { class: 'body' }, ...body));
+
+  if (ev.type === 'text_delta') {
+    // Deltas grow one block until the full text arrives and replaces it.
+    if (!tl.delta) {
+      tl.delta = item('writing…', '');
+      tl.list.append(tl.delta);
+    }
+    tl.delta.querySelector('.body').append(p.delta || '');
+    return;
+  }
+  if (tl.delta && (ev.type === 'text' || ev.type === 'done')) {
+    tl.delta.remove();
+    tl.delta = null;
+  }
+  let li;
+  switch (ev.type) {
+    case 'init':
+      li = item('started', (p.model ? 'model ' + p.model : '') + (p.cwd ? ' in ' + p.cwd : ''),
+        p.tools && p.tools.length ? el('div', { class: 'muted', text: 'tools: ' + p.tools.join(', ') }) : null);
+      break;
+    case 'text':
+      li = item('text', pre(p.content, 'text'));
+      break;
+    case 'thinking':
+      li = item('thinking', pre(p.summary, 'muted'));
+      break;
+    case 'tool_use': {
+      li = item('tool', el('strong', { text: p.toolName }), p.description ? ' ' + p.description : '',
+        pre(JSON.stringify(p.input ?? {}, null, 2), 'input'));
+      tl.tools.set(p.toolUseId, p.toolName);
+      break;
+    }
+    case 'tool_result':
+      li = item('result', el('span', { class: 'status s-' + p.status, text: p.status }),
+        ' ' + (p.toolName || tl.tools.get(p.toolUseId) || ''),
+        p.durationMs !== undefined ? el('span', { class: 'muted', text: ' ' + fmtDuration(p.durationMs) }) : null,
+        pre(p.output, 'output'));
+      break;
+    case 'permission_request':
+      li = item('permission', el('strong', { text: p.toolName }), p.reason ? ' ' + p.reason : '',
+        pre(JSON.stringify(p.input ?? {}, null, 2), 'input'));
+      break;
+    case 'error':
+      li = item('error', el('span', { class: 'code', text: p.code || '' }), ' ', p.message || '',
+        p.recoverable ? el('span', { class: 'muted', text: ' (recoverable)' }) : null);
+      break;
+    case 'done': {
+      const u = p.usage || {};
+      li = item('done', el('span', { class: 'status s-' + p.status, text: p.status }),
+        ' ' + fmtInt(u.inputTokens) + ' in / ' + fmtInt(u.outputTokens) + ' out' +
+        (u.totalCostUsd !== undefined ? ' · ' + fmtCost(u.totalCostUsd) : ''),
+        p.result ? pre(p.result, 'text') : null);
+      break;
+    }
+    default: // an extension event: show its payload as JSON
+      li = item(ev.type, pre(JSON.stringify(ev.payload ?? null, null, 2), 'muted'));
+  }
+  tl.list.append(li);
+  if (ev.type === 'error' || ev.type === 'done') {
+    const r = state.runs.get(tl.id);
+    if (r) renderDetailHead();
+  }
+  const box = tl.list;
+  if (box.lastElementChild) box.lastElementChild.scrollIntoView({ block: 'nearest' });
+}
+
+// ---- actions -------------------------------------------------------------
+
+async function cancelSelected() {
+  const id = state.selected;
+  const b = $('cancel');
+  b.dataset.pending = '1';
+  b.disabled = true;
+  b.textContent = 'Cancelling…';
+  try {
+    await api('POST', '/v1/runs/' + encodeURIComponent(id) + '/cancel');
+  } catch (err) {
+    b.disabled = false;
+    b.textContent = 'Cancel run';
+    $('detail-error').textContent = 'cancel: ' + err.message;
+  } finally {
+    delete b.dataset.pending;
+  }
+}
+
+async function startRun(e) {
+  e.preventDefault();
+  const agent = $('new-agent').value.trim();
+  const prompt = $('new-prompt').value;
+  const options = {};
+  if ($('new-tier').value) options.tier = $('new-tier').value;
+  if ($('new-cwd').value.trim()) options.cwd = $('new-cwd').value.trim();
+  $('new-error').textContent = '';
+  try {
+    const { data } = await api('POST', '/v1/runs', { agent, prompt, options });
+    $('new-prompt').value = '';
+    selectRun(data.runId);
+  } catch (err) {
+    $('new-error').textContent = err.message;
+  }
+}
+
+// ---- start ---------------------------------------------------------------
+
+async function boot() {
+  // A token handed over in the address (#token=…, never sent to the
+  // server) is traded for the cookie, then taken out of the address.
+  const h = new URLSearchParams(location.hash.slice(1));
+  if (h.has('token')) {
+    const ok = await login(h.get('token'));
+    h.delete('token');
+    const rest = h.toString();
+    history.replaceState(null, '', location.pathname + (rest ? '#' + rest : ''));
+    if (!ok) {
+      showLogin('The token in the address was refused.');
+      return;
+    }
+  }
+  try {
+    await api('GET', '/v1/runs?limit=1');
+  } catch {
+    return; // the sign-in form is showing
+  }
+  $('login').hidden = true;
+  $('app').hidden = false;
+  startWatch();
+  const sel = new URLSearchParams(location.hash.slice(1)).get('run');
+  if (sel) selectRun(sel);
+}
+
+document.addEventListener('DOMContentLoaded', () => {
+  $('login-form').addEventListener('submit', async (e) => {
+    e.preventDefault();
+    if (await login($('token').value)) {
+      $('token').value = '';
+      boot();
+    } else {
+      $('login-error').textContent = 'That token was refused.';
+    }
+  });
+  $('new-run').addEventListener('submit', startRun);
+  $('cancel').addEventListener('click', cancelSelected);
+  window.addEventListener('hashchange', () => {
+    const h = new URLSearchParams(location.hash.slice(1));
+    if (h.has('token')) boot();
+    else if (h.get('run')) selectRun(h.get('run'));
+  });
+  setInterval(tick, 1000);
+  boot();
+});
