@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/drover-run/drover"
 	"github.com/drover-run/drover/runs"
 	"github.com/drover-run/drover/store"
 )
@@ -31,6 +32,10 @@ type Config struct {
 	// subscriptions go on after the connection's own runs have ended, so
 	// that their last responses and events are sent; 0 means 2 s.
 	ShutdownGrace time.Duration
+	// Defaults, when set, fills in each run's options before the run is
+	// started ("drover serve --fakemodel" points every run at its model
+	// server this way). It must only add to what the client asked for.
+	Defaults func(*drover.Options)
 }
 
 // Server executes protocol operations against a supervisor and its
@@ -70,6 +75,9 @@ func (s *Server) Run(ctx context.Context, p RunParams) (*RunResult, error) {
 		return nil, errorf(CodeValidation, "agent is required")
 	}
 	opts := p.Options.Drover()
+	if s.cfg.Defaults != nil {
+		s.cfg.Defaults(&opts)
+	}
 	timeout := time.Duration(p.Timeout)
 	if timeout < 0 {
 		return nil, errorf(CodeValidation, "timeout must not be negative")

@@ -132,11 +132,12 @@ func runRun(ctx context.Context, e *env, f *runFlags, args []string) error {
 	}
 
 	if f.fakemodel || f.fakeScript != "" || f.fakeLog != "" {
-		stop, err := startFakemodel(e, f, &opts)
+		apply, stop, err := startFakemodel(e, f.fakeScript, f.fakeLog, !f.json)
 		if err != nil {
 			return err
 		}
 		defer stop()
+		apply(&opts)
 	}
 
 	if f.isolate && f.configDir != "" {
@@ -333,29 +334,35 @@ func readPrompt(e *env, args []string) (string, error) {
 	return prompt, nil
 }
 
-// startFakemodel starts drover's scripted model server in-process and points
-// opts at it. The agent gets a configuration home under drover's state
-// directory unless one was given, so the user's own is never touched.
-func startFakemodel(e *env, f *runFlags, opts *drover.Options) (func(), error) {
-	script := fakemodel.DefaultScript()
-	if f.fakeScript != "" {
-		s, err := fakemodel.LoadScript(f.fakeScript)
+// startFakemodel starts drover's scripted model server in-process (with
+// script, or the built-in demo script; logging requests to logPath if set)
+// and returns apply, which points a run's options at it. The agent gets a
+// configuration home under drover's state directory unless one was given,
+// so the user's own is never touched.
+func startFakemodel(e *env, script, logPath string, announce bool) (apply func(*drover.Options), stop func(), err error) {
+	sc := fakemodel.DefaultScript()
+	if script != "" {
+		s, err := fakemodel.LoadScript(script)
 		if err != nil {
-			return nil, usageError{err}
+			return nil, nil, usageError{err}
 		}
-		script = s
+		sc = s
 	}
-	srv := fakemodel.New(script)
+	home, err := stateDir()
+	if err != nil {
+		return nil, nil, err
+	}
+	srv := fakemodel.New(sc)
 	var logFile *os.File
-	if f.fakeLog != "" {
-		lf, err := os.OpenFile(f.fakeLog, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if logPath != "" {
+		lf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 		if err != nil {
-			return nil, usagef("--fakemodel-log: %v", err)
+			return nil, nil, usagef("--fakemodel-log: %v", err)
 		}
 		logFile = lf
 		srv.SetLog(lf)
 	}
-	closeAll := func() {
+	stop = func() {
 		srv.Close()
 		if logFile != nil {
 			logFile.Close()
@@ -363,26 +370,25 @@ func startFakemodel(e *env, f *runFlags, opts *drover.Options) (func(), error) {
 	}
 	url, err := srv.Start("127.0.0.1:0")
 	if err != nil {
-		closeAll()
-		return nil, fmt.Errorf("start fakemodel: %w", err)
+		stop()
+		return nil, nil, fmt.Errorf("start fakemodel: %w", err)
 	}
-	opts.Endpoint = &drover.Endpoint{BaseURL: url, APIKey: "fakemodel"}
-	if opts.APIRetries == nil {
-		zero := 0
-		opts.APIRetries = &zero
-	}
-	if opts.ConfigDir == "" {
-		dir, err := stateDir()
-		if err != nil {
-			closeAll()
-			return nil, err
-		}
-		opts.ConfigDir = filepath.Join(dir, "fakemodel-home")
-	}
-	if !f.json {
+	if announce {
 		fmt.Fprintf(e.stderr, "drover: offline: agents talk to fakemodel at %s\n", url)
 	}
-	return closeAll, nil
+	apply = func(opts *drover.Options) {
+		if opts.Endpoint == nil {
+			opts.Endpoint = &drover.Endpoint{BaseURL: url, APIKey: "fakemodel"}
+		}
+		if opts.APIRetries == nil {
+			zero := 0
+			opts.APIRetries = &zero
+		}
+		if opts.ConfigDir == "" {
+			opts.ConfigDir = filepath.Join(home, "fakemodel-home")
+		}
+	}
+	return apply, stop, nil
 }
 
 // newIsolatedHome creates a fresh configuration home for one run under

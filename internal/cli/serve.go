@@ -18,8 +18,8 @@ import (
 )
 
 func newServeCmd(e *env) *cobra.Command {
-	var db, addr, token string
-	var stdio bool
+	var db, addr, token, fakeScript, fakeLog string
+	var stdio, fake bool
 	var limit int
 	cmd := &cobra.Command{
 		Use:   "serve [--stdio | --addr HOST:PORT]",
@@ -44,6 +44,8 @@ and exits 130; a second one kills every agent process group at once.`,
   curl -s -XPOST localhost:8765/v1/runs -d '{"agent":"claude","prompt":"explain main.go"}'
   curl -N localhost:8765/v1/runs/run_…/stream
 
+  drover serve --fakemodel    # offline: every run talks to the scripted model server
+
   DROVER_TOKEN=$(openssl rand -hex 16) drover serve --addr 0.0.0.0:8765
 
   drover serve --stdio
@@ -53,11 +55,20 @@ and exits 130; a second one kills every agent process group at once.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
+			var pcfg protocol.Config
+			if fake || fakeScript != "" || fakeLog != "" {
+				apply, stop, err := startFakemodel(e, fakeScript, fakeLog, true)
+				if err != nil {
+					return err
+				}
+				defer stop()
+				pcfg.Defaults = apply
+			}
 			if stdio {
 				if cmd.Flags().Changed("addr") || cmd.Flags().Changed("token") {
 					return usagef("--stdio does not take --addr or --token")
 				}
-				return serveStdio(ctx, e, db, limit)
+				return serveStdio(ctx, e, db, limit, pcfg)
 			}
 			if token == "" {
 				token = os.Getenv("DROVER_TOKEN")
@@ -65,7 +76,7 @@ and exits 130; a second one kills every agent process group at once.`,
 			if err := server.CheckAddr(addr, token); err != nil {
 				return usagef("%v", err)
 			}
-			return serveHTTP(ctx, e, db, limit, addr, token)
+			return serveHTTP(ctx, e, db, limit, addr, token, pcfg)
 		},
 	}
 	addDBFlag(cmd, &db)
@@ -73,12 +84,15 @@ and exits 130; a second one kills every agent process group at once.`,
 	cmd.Flags().StringVar(&addr, "addr", server.DefaultAddr, "HTTP address to listen on")
 	cmd.Flags().StringVar(&token, "token", "", "bearer token every HTTP request must carry (default $DROVER_TOKEN)")
 	cmd.Flags().IntVar(&limit, "limit", 8, "runs that may run at once; more wait as pending")
+	cmd.Flags().BoolVar(&fake, "fakemodel", false, "point every run that names no endpoint at drover's built-in scripted model server (offline)")
+	cmd.Flags().StringVar(&fakeScript, "fakemodel-script", "", "script file for --fakemodel (default: the built-in demo script)")
+	cmd.Flags().StringVar(&fakeLog, "fakemodel-log", "", "append every request fakemodel receives to this file, one JSON line each")
 	return cmd
 }
 
-func serveStdio(ctx context.Context, e *env, db string, limit int) error {
+func serveStdio(ctx context.Context, e *env, db string, limit int, pcfg protocol.Config) error {
 	return withLedger(ctx, db, limit, func(sup *runs.Supervisor, st store.Store) error {
-		srv := protocol.NewServer(sup, st, protocol.Config{})
+		srv := protocol.NewServer(sup, st, pcfg)
 		// stdin is hidden behind a plain io.Reader: a Read in
 		// progress cannot be interrupted, so on a signal Serve
 		// leaves it behind and the process exits.
@@ -93,13 +107,13 @@ func serveStdio(ctx context.Context, e *env, db string, limit int) error {
 // serveHTTP serves until ctx ends (a signal), then ends the streams and
 // awaits in progress, lets other requests finish for a moment, and exits
 // 130; withLedger then cancels the runs still going.
-func serveHTTP(ctx context.Context, e *env, db string, limit int, addr, token string) error {
+func serveHTTP(ctx context.Context, e *env, db string, limit int, addr, token string, pcfg protocol.Config) error {
 	return withLedger(ctx, db, limit, func(sup *runs.Supervisor, st store.Store) error {
 		ln, err := net.Listen("tcp", addr)
 		if err != nil {
 			return fmt.Errorf("listen: %w", err)
 		}
-		hs := server.New(protocol.NewServer(sup, st, protocol.Config{}), sup, st, server.Config{Token: token})
+		hs := server.New(protocol.NewServer(sup, st, pcfg), sup, st, server.Config{Token: token})
 		h := hs.HTTPServer()
 		fmt.Fprintf(e.stderr, "drover: serving HTTP on http://%s\n", ln.Addr())
 		if token == "" {

@@ -498,8 +498,10 @@ function render(tl, ev) {
     const r = state.runs.get(tl.id);
     if (r) renderDetailHead();
   }
+  // Follow the end of the timeline unless the reader scrolled up; only the
+  // timeline scrolls, never the page.
   const box = tl.list;
-  if (box.lastElementChild) box.lastElementChild.scrollIntoView({ block: 'nearest' });
+  if (box.scrollHeight - box.scrollTop - box.clientHeight < li.offsetHeight + 80) box.scrollTop = box.scrollHeight;
 }
 
 // ---- actions -------------------------------------------------------------
