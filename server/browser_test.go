@@ -127,6 +127,23 @@ func TestPRO4_DashboardInBrowser(t *testing.T) {
 	}
 	b.Screenshot(t, "dashboard-tools.png")
 
+	// Filters: by text, and by status with the tree kept whole.
+	b.Do(t, "filter by text", chromedp.SendKeys(chromedp.ID("filter-text"), "costly"))
+	b.Wait(t, "only the costly run", `(() => { const rows = [...document.querySelectorAll('#runs-body tr.run')];
+		return rows.length === 1 && rows[0].dataset.runId === `+browsertest.JS(costly)+`; })()`)
+	// What a person's choice in a select does: set it, fire "change".
+	filter := func(text, status string) {
+		browsertest.Eval[bool](t, b, `(() => {
+			const q = document.getElementById('filter-text'), s = document.getElementById('filter-status');
+			q.value = `+browsertest.JS(text)+`; q.dispatchEvent(new Event('input'));
+			s.value = `+browsertest.JS(status)+`; return s.dispatchEvent(new Event('change')); })()`)
+	}
+	filter("", "failed")
+	b.Wait(t, "the cancelled parent and its child only", `(() => { const ids = [...document.querySelectorAll('#runs-body tr.run')].map(r => r.dataset.runId);
+		return ids.join() === [`+browsertest.JS(parent)+`, `+browsertest.JS(child)+`].join(); })()`)
+	filter("", "")
+	b.Wait(t, "every run again", `document.querySelectorAll('#runs-body tr.run').length === 5`)
+
 	// Starting a run from the dashboard's form.
 	b.Do(t, "start a run from the form",
 		chromedp.SendKeys(chromedp.ID("new-agent"), "quick"),

@@ -14,6 +14,7 @@ const CORE = ['init', 'text', 'text_delta', 'thinking', 'tool_use', 'tool_result
 
 const state = {
   runs: new Map(), // id → run record, as /v1/runs/stream sends it
+  rows: new Map(), // id → {tr, key}: the run's row and what it shows
   watch: null, // EventSource of run records
   selected: '',
   timeline: null, // the selected run's timeline, see openTimeline
@@ -207,33 +208,77 @@ function tree() {
   return out;
 }
 
+// shown applies the list's filters. A child is shown with a parent that
+// matches, so the tree stays whole.
+function shown(r, depth, parentShown) {
+  if (depth > 0 && parentShown) return true;
+  const st = $('filter-status').value;
+  if (st === 'live' ? !LIVE.has(r.status) : st && r.status !== st) return false;
+  const q = $('filter-text').value.trim().toLowerCase();
+  if (!q) return true;
+  return [r.agent, r.prompt, r.id, r.sessionId || ''].some((v) => v.toLowerCase().includes(q));
+}
+
+// renderRuns updates the run list in place: a row keeps its element for
+// as long as its run is listed (so focus, hover and a click in progress
+// survive updates), and only rows whose content changed are redrawn.
 function renderRuns() {
   const body = $('runs-body');
-  const rows = [];
+  const want = [];
+  const shownAt = []; // whether the nearest row at each depth is shown
   for (const [r, depth] of tree()) {
-    const u = r.usage || {};
-    const label = statusLabel(r);
+    shownAt[depth] = shown(r, depth, depth > 0 && shownAt[depth - 1]);
+    if (shownAt[depth]) want.push(runRow(r, depth));
+  }
+  const keep = new Set(want);
+  for (const tr of [...body.children]) {
+    if (!keep.has(tr)) {
+      tr.remove();
+      state.rows.delete(tr.dataset.runId);
+    }
+  }
+  want.forEach((tr, i) => {
+    if (body.children[i] !== tr) body.insertBefore(tr, body.children[i] || null);
+  });
+  $('runs-empty').hidden = state.runs.size > 0;
+  $('runs-none').hidden = state.runs.size === 0 || want.length > 0;
+}
+
+// runRow returns the run's row, redrawn if what it shows has changed.
+function runRow(r, depth) {
+  const u = r.usage || {};
+  const label = statusLabel(r);
+  const cells = [label, r.agent, r.prompt, fmtTime(isZeroTime(r.startedAt) ? r.createdAt : r.startedAt),
+    fmtDuration(runDuration(r)),
+    u.inputTokens || u.outputTokens ? fmtInt(u.inputTokens) + ' / ' + fmtInt(u.outputTokens) : '',
+    fmtCost(u.totalCostUsd)];
+  const key = JSON.stringify([cells, depth, r.status, r.parentId || '']);
+  let row = state.rows.get(r.id);
+  if (!row) {
     const tr = el('tr', {
-      class: 'run' + (r.id === state.selected ? ' selected' : ''),
-      'data-run-id': r.id,
-      'data-status': r.status,
-      'data-parent-id': r.parentId || undefined,
-      'data-depth': depth,
-      tabindex: 0,
+      class: 'run', 'data-run-id': r.id, tabindex: 0,
       onclick: () => selectRun(r.id),
       onkeydown: (e) => { if (e.key === 'Enter') selectRun(r.id); },
-    },
+    });
+    row = { tr, key: '' };
+    state.rows.set(r.id, row);
+  }
+  const tr = row.tr;
+  tr.classList.toggle('selected', r.id === state.selected);
+  if (row.key === key) return tr;
+  row.key = key;
+  tr.dataset.status = r.status;
+  tr.dataset.depth = String(depth);
+  if (r.parentId) tr.dataset.parentId = r.parentId;
+  tr.replaceChildren(
     el('td', {}, el('span', { class: 'status s-' + label, text: label })),
     el('td', { class: 'agent', text: r.agent }),
     promptCell(r, depth),
-    el('td', { class: 'started', text: fmtTime(isZeroTime(r.startedAt) ? r.createdAt : r.startedAt) }),
-    el('td', { class: 'duration', 'data-live': LIVE.has(r.status) ? 'true' : undefined, text: fmtDuration(runDuration(r)) }),
-    el('td', { class: 'num', text: u.inputTokens || u.outputTokens ? fmtInt(u.inputTokens) + ' / ' + fmtInt(u.outputTokens) : '' }),
-    el('td', { class: 'num', text: fmtCost(u.totalCostUsd) }));
-    rows.push(tr);
-  }
-  body.replaceChildren(...rows);
-  $('runs-empty').hidden = rows.length > 0;
+    el('td', { class: 'started', text: cells[3] }),
+    el('td', { class: 'duration', 'data-live': LIVE.has(r.status) ? 'true' : undefined, text: cells[4] }),
+    el('td', { class: 'num', text: cells[5] }),
+    el('td', { class: 'num', text: cells[6] }));
+  return tr;
 }
 
 function promptCell(r, depth) {
@@ -579,6 +624,8 @@ document.addEventListener('DOMContentLoaded', () => {
     }
   });
   $('new-run').addEventListener('submit', startRun);
+  $('filter-text').addEventListener('input', queueRender);
+  $('filter-status').addEventListener('change', queueRender);
   $('cancel').addEventListener('click', cancelSelected);
   window.addEventListener('hashchange', () => {
     const h = new URLSearchParams(location.hash.slice(1));
