@@ -110,4 +110,9 @@ func BenchmarkEventPathRecorded(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.N*n)/b.Elapsed().Seconds(), "events/s")
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/event")
+	if w, ok := st.(interface{ Writer() *sqliteWriter }); ok {
+		if ws := w.Writer().Stats(); ws.Commits > 0 {
+			b.ReportMetric(float64(ws.Events)/float64(ws.Commits), "events/commit")
+		}
+	}
 }

@@ -114,19 +114,28 @@ type active struct {
 
 	notifyMu sync.Mutex
 	notify   chan struct{} // closed and replaced whenever an event is persisted
+	watched  bool          // notify was handed out since it was made
 }
 
 func (a *active) changed() <-chan struct{} {
 	a.notifyMu.Lock()
 	defer a.notifyMu.Unlock()
+	a.watched = true
 	return a.notify
 }
 
+// wake tells the watchers of a that something changed. A channel nobody
+// took is kept: replacing it at every event of an unwatched run was a
+// measurable part of recording.
 func (a *active) wake() {
 	a.notifyMu.Lock()
 	defer a.notifyMu.Unlock()
+	if !a.watched {
+		return
+	}
 	close(a.notify)
 	a.notify = make(chan struct{})
+	a.watched = false
 }
 
 // New returns a supervisor over eng and st. It first reconciles the ledger
@@ -349,13 +358,17 @@ func (s *Supervisor) execute(a *active) {
 		a.wake()
 		close(a.done)
 	}()
-	rec := &recorder{s: s, a: a, ctx: context.WithoutCancel(a.ctx), commits: make(chan (<-chan error), 4096)}
-	// The committer wakes readers as each event becomes durable, so the run
-	// itself never waits for the disk; it is owned here and waited for
-	// before the run's end is recorded. The buffered channel bounds how far
-	// the run may get ahead of the ledger.
-	var committer sync.WaitGroup
-	committer.Go(rec.commit)
+	rec := &recorder{s: s, a: a, ctx: context.WithoutCancel(a.ctx),
+		pending: make(chan drover.Event, 1024), commits: make(chan (<-chan error), 4096)}
+	// The encoder encodes and queues each event for the ledger, and the
+	// committer wakes readers as each becomes durable, so the run itself
+	// neither encodes nor waits for the disk: on another core, that work
+	// does not slow the agent's event path. Both are owned here and waited
+	// for before the run's end is recorded. The buffered channels bound
+	// how far the run may get ahead of the ledger.
+	var pipeline sync.WaitGroup
+	pipeline.Go(rec.encode)
+	pipeline.Go(rec.commit)
 	if a.ctx.Err() == nil {
 		opts := a.req.Options
 		opts.Timeout = a.req.Timeout
@@ -385,8 +398,8 @@ func (s *Supervisor) execute(a *active) {
 	for _, c := range children {
 		<-c.done
 	}
-	close(rec.commits)
-	committer.Wait()
+	close(rec.pending)
+	pipeline.Wait()
 	rec.finish()
 }
 
@@ -396,11 +409,63 @@ type recorder struct {
 	a       *active
 	ctx     context.Context // not cancelled with the run: bookkeeping must finish
 	seq     int64
-	evs     []drover.Event
-	started bool
-	commits chan (<-chan error)   // pending commits, in seq order
+	startMu sync.Mutex
+	started bool                  // under startMu
+	pending chan drover.Event     // recorded events, to the encoder, in seq order
+	commits chan (<-chan error)   // pending commits, to the committer, in seq order
+	turn    turn                  // the encoder's until it ends
+	enc     slabEncoder           // the encoder's
 	failed  atomic.Pointer[error] // first ledger failure, set by the committer
+	durable int64                 // last seq committed before any failure; the committer's until it ends
 	ledger  error                 // read by finish after the committer ended
+}
+
+// encodeLinger is how long the encoder lets events queue once a run is
+// busy (it found more than one waiting). Sleeping rather than waiting on
+// the channel spares the run a wake-up of the encoder at every event.
+const encodeLinger = time.Millisecond
+
+// encode folds each event into the turn record, encodes it and queues it
+// for the ledger, in seq order; it closes commits when pending is closed.
+func (r *recorder) encode() {
+	defer close(r.commits)
+	last := 0 // events in the previous burst
+	for ev := range r.pending {
+		r.queue(ev)
+		n := 1
+	drain:
+		for {
+			select {
+			case ev, ok := <-r.pending:
+				if !ok {
+					return
+				}
+				r.queue(ev)
+				n++
+			default:
+				break drain
+			}
+		}
+		if n > 1 || last > 1 {
+			time.Sleep(encodeLinger)
+		}
+		last = n
+	}
+}
+
+func (r *recorder) queue(ev drover.Event) {
+	r.turn.add(ev)
+	if r.failed.Load() != nil {
+		return
+	}
+	data, err := r.enc.encode(ev)
+	if err != nil {
+		res := make(chan error, 1)
+		res <- err
+		r.commits <- res
+		return
+	}
+	r.commits <- r.s.cfg.AppendAsync(store.Event{RunID: ev.RunID, Seq: ev.Seq, Type: ev.Type, JSON: data, Time: time.UnixMilli(ev.Timestamp)})
 }
 
 // commit waits for each event's commit in order and wakes readers after it.
@@ -414,34 +479,39 @@ func (r *recorder) commit() {
 			}
 			continue
 		}
+		if r.failed.Load() == nil {
+			r.durable++ // events commit in seq order, from 1
+		}
 		r.a.wake()
 	}
 }
 
 // processStarted records the vendor process (RUN-6 needs its group).
 func (r *recorder) processStarted(pid, pgid int) {
+	r.markStarted(pid, pgid)
+}
+
+// markStarted moves the run to running once: when its process starts, or
+// at its first event for an adapter that runs no process. Adapters report
+// their process before its first event, but they may do so from another
+// goroutine than the one recording events, hence the lock.
+func (r *recorder) markStarted(pid, pgid int) {
+	r.startMu.Lock()
+	defer r.startMu.Unlock()
 	if !r.started {
 		r.started = r.s.st.StartRun(r.ctx, r.a.id, pid, pgid, time.Now()) == nil
 	}
 }
 
-// record gives ev its runId and seq and queues it for the ledger; readers
+// record gives ev its runId and seq and hands it to the encoder; readers
 // are woken only once it is durable ("persist first, then notify").
 func (r *recorder) record(ev drover.Event) {
+	if r.seq == 0 {
+		r.markStarted(0, 0)
+	}
 	r.seq++
 	ev.RunID, ev.Seq = r.a.id, r.seq
-	r.evs = append(r.evs, ev)
-	if r.failed.Load() != nil {
-		return
-	}
-	data, err := json.Marshal(ev)
-	if err != nil {
-		res := make(chan error, 1)
-		res <- err
-		r.commits <- res
-		return
-	}
-	r.commits <- r.s.cfg.AppendAsync(store.Event{RunID: r.a.id, Seq: r.seq, Type: ev.Type, JSON: data, Time: time.UnixMilli(ev.Timestamp)})
+	r.pending <- ev
 }
 
 // finish writes the run's end and turn record in one transaction (LED-3)
@@ -451,21 +521,13 @@ func (r *recorder) finish() {
 		r.ledger = *p
 	}
 	a := r.a
-	res := drover.Collect(slices.Values(r.evs))
+	res := r.turn.result()
 	f := store.Finish{RunID: a.id, Status: store.StatusCompleted, DoneStatus: res.Status,
 		ResumeToken: res.ResumeToken, Usage: res.Usage, DurationMs: res.DurationMs, EndedAt: time.Now()}
 	if res.Status != drover.StatusSuccess {
 		f.Status, f.Error = store.StatusFailed, r.reason(res)
 	}
-	f.Messages = append(f.Messages, store.Message{RunID: a.id, Index: 0, Role: "user", Content: a.req.Prompt})
-	for _, m := range res.Messages {
-		f.Messages = append(f.Messages, store.Message{RunID: a.id, Index: len(f.Messages), Role: m.Role, Content: m.Content, ToolUseID: m.ToolUseID})
-	}
-	for _, tc := range res.ToolCalls {
-		input, _ := json.Marshal(tc.Input)
-		f.ToolCalls = append(f.ToolCalls, store.ToolCall{RunID: a.id, ID: tc.ID, Name: tc.Name, Input: input,
-			Status: tc.Status, Output: tc.Output, StartedAt: tc.StartedAt, EndedAt: tc.EndedAt})
-	}
+	f.Messages, f.ToolCalls = r.turn.record(a.id, a.req.Prompt, r.durable)
 	if err := r.s.st.FinishRun(r.ctx, f); err != nil && r.ledger == nil {
 		r.ledger = err
 	}

@@ -10,11 +10,14 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/drover-run/drover"
 	"github.com/drover-run/drover/internal/proc"
@@ -525,5 +528,133 @@ func TestFollowAndCancelAcrossSupervisors(t *testing.T) {
 	}
 	if r := a.await(t, id)[0]; r.Error != store.ReasonCancelled {
 		t.Fatalf("run %+v", r)
+	}
+}
+
+// mixed emits every kind of event the turn record takes: texts, tool calls
+// with and without results, a result without its call, and noise.
+func mixed() *agent {
+	return &agent{id: "mixed", run: func(_ context.Context, _ drover.Request, y func(drover.Event, error) bool) {
+		for _, ev := range []drover.Event{
+			{Type: drover.TypeInit, Payload: drover.InitPayload{Model: "m"}},
+			text("looking"),
+			{Type: drover.TypeToolUse, Payload: drover.ToolUsePayload{ToolName: "Bash", ToolUseID: "t1", Input: map[string]any{"command": "ls", "n": 2.5}}},
+			{Type: drover.TypeThinking, Payload: drover.ThinkingPayload{Summary: "hm"}},
+			{Type: drover.TypeToolUse, Payload: drover.ToolUsePayload{ToolName: "Read", ToolUseID: "t2"}},
+			{Type: drover.TypeToolResult, Payload: drover.ToolResultPayload{ToolUseID: "t2", ToolName: "Read", Status: drover.ToolSuccess, Output: "<file>"}},
+			{Type: drover.TypeToolResult, Payload: drover.ToolResultPayload{ToolUseID: "t9", ToolName: "Grep", Status: drover.ToolError, Output: "orphan"}},
+			{Type: drover.TypeToolResult, Payload: drover.ToolResultPayload{ToolUseID: "t1", ToolName: "Bash", Status: drover.ToolSuccess, Output: "a.go\nb.go\n"}},
+			{Type: drover.TypeError, Payload: drover.ErrorPayload{Code: drover.CodeRateLimited, Message: "slow down", Recoverable: true}},
+			{Type: drover.TypeToolUse, Payload: drover.ToolUsePayload{ToolName: "Bash", ToolUseID: "t3", Input: map[string]any{}}},
+			text("two files, \"quoted\" <b>"),
+			done("tok"),
+		} {
+			if !y(ev, nil) {
+				return
+			}
+		}
+	}}
+}
+
+// TestLED3_TurnRecordMatchesCollect: the turn record the supervisor keeps
+// by reference to the run's events reads back as drover.Collect folds
+// those events (with the prompt first).
+func TestLED3_TurnRecordMatchesCollect(t *testing.T) {
+	f := newFixture(t, runs.Config{}, mixed())
+	id := f.start(t, runs.StartRequest{Agent: "mixed", Prompt: "list files"})
+	if r := f.await(t, id)[0]; r.Status != store.StatusCompleted {
+		t.Fatalf("run %+v", r)
+	}
+	ctx := context.Background()
+	recorded, err := f.st.Events(ctx, id, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	evs := make([]drover.Event, len(recorded))
+	for i, e := range recorded {
+		if err := json.Unmarshal(e.JSON, &evs[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	res := drover.Collect(slices.Values(evs))
+	var wantMsgs []store.Message
+	wantMsgs = append(wantMsgs, store.Message{Role: "user", Content: "list files"})
+	for _, m := range res.Messages {
+		wantMsgs = append(wantMsgs, store.Message{Role: m.Role, Content: m.Content, ToolUseID: m.ToolUseID})
+	}
+	var wantCalls []store.ToolCall
+	for _, c := range res.ToolCalls {
+		input, _ := json.Marshal(c.Input)
+		wantCalls = append(wantCalls, store.ToolCall{ID: c.ID, Name: c.Name, Input: input, Status: c.Status,
+			Output: c.Output, StartedAt: c.StartedAt, EndedAt: c.EndedAt})
+	}
+	msgs, err := f.st.Messages(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	calls, err := f.st.ToolCalls(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range msgs {
+		if msgs[i].Index != i || msgs[i].RunID != id {
+			t.Errorf("message %d: index %d run %s", i, msgs[i].Index, msgs[i].RunID)
+		}
+		msgs[i].Index, msgs[i].RunID, msgs[i].Seq = 0, "", 0
+	}
+	for i := range calls {
+		calls[i].RunID, calls[i].Seq, calls[i].ResultSeq = "", 0, 0
+	}
+	if diff := cmp.Diff(wantMsgs, msgs); diff != "" {
+		t.Errorf("messages (-collect +recorded):\n%s", diff)
+	}
+	if diff := cmp.Diff(wantCalls, calls); diff != "" {
+		t.Errorf("tool calls (-collect +recorded):\n%s", diff)
+	}
+}
+
+// TestLED3_TurnRecordAfterLedgerFailure: a run whose events the ledger
+// stops taking is stopped and failed, and its turn record refers only to
+// the events the ledger has.
+func TestLED3_TurnRecordAfterLedgerFailure(t *testing.T) {
+	const failAt = 6
+	st := openStore(t, filepath.Join(t.TempDir(), "drover.db"))
+	w := st.(interface{ Writer() *sqlite.Writer }).Writer()
+	cfg := runs.Config{AppendAsync: func(ev store.Event) <-chan error {
+		if ev.Seq == failAt {
+			res := make(chan error, 1)
+			res <- errors.New("disk full")
+			return res
+		}
+		return w.AppendAsync(ev)
+	}}
+	loop := &agent{id: "loop", run: func(ctx context.Context, _ drover.Request, y func(drover.Event, error) bool) {
+		for i := 0; ctx.Err() == nil; i++ {
+			id := fmt.Sprint("t", i)
+			if !y(drover.Event{Type: drover.TypeToolUse, Payload: drover.ToolUsePayload{ToolName: "Bash", ToolUseID: id}}, nil) ||
+				!y(drover.Event{Type: drover.TypeToolResult, Payload: drover.ToolResultPayload{ToolUseID: id, ToolName: "Bash", Output: "x"}}, nil) ||
+				!y(text("again"), nil) {
+				return
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}}
+	f := newFixtureOn(t, st, cfg, loop)
+	id := f.start(t, runs.StartRequest{Agent: "loop", Prompt: "p"})
+	r := f.await(t, id)[0]
+	if r.Status != store.StatusFailed || !strings.HasPrefix(r.Error, "ledger: ") || r.LastSeq != failAt-1 {
+		t.Fatalf("run %+v", r)
+	}
+	msgs, err := f.st.Messages(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	calls, err := f.st.ToolCalls(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Seqs 1-5: t0 use, t0 result, text, t1 use, t1 result (6, the text, failed).
+	if len(msgs) != 4 || msgs[3].Seq != 5 || len(calls) != 2 || calls[1].Seq != 4 || calls[1].ResultSeq != 5 {
+		t.Fatalf("turn record: %+v\n%+v", msgs, calls)
 	}
 }

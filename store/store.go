@@ -100,6 +100,13 @@ type Message struct {
 	Role      string `json:"role"` // user, assistant, tool
 	Content   string `json:"content"`
 	ToolUseID string `json:"toolUseId,omitempty"`
+	// Seq, when not 0, records the message by reference to the run's event
+	// with that seq, which holds its content: a "text" event is an
+	// assistant message, a "tool_result" event a tool message (its output
+	// and tool use id). Role, Content and ToolUseID are then those of the
+	// event, whatever the fields say, so the ledger need not store the
+	// content twice. Not part of the JSON form.
+	Seq int64 `json:"-"`
 }
 
 // ToolCall is one tool call of a run's turn record (LED-3).
@@ -112,6 +119,13 @@ type ToolCall struct {
 	Output    string            `json:"output,omitempty"`
 	StartedAt time.Time         `json:"startedAt"`
 	EndedAt   time.Time         `json:"endedAt,omitzero"`
+	// Seq and ResultSeq, when not 0, record the call by reference to the
+	// run's events (as Message.Seq does): ID, Name, Input and StartedAt
+	// (the event's Time) are then those of the "tool_use" event Seq;
+	// Status, Output and EndedAt those of the "tool_result" event
+	// ResultSeq. Not part of the JSON form.
+	Seq       int64 `json:"-"`
+	ResultSeq int64 `json:"-"`
 }
 
 // Finish is everything recorded when a run ends, written in one
@@ -166,7 +180,9 @@ type Store interface {
 	// FinishRun records a run's end in one transaction (LED-3), from
 	// pending or running (a run can end before it ever ran, RUN-6);
 	// ErrNotFound if unknown, ErrConflict if it already ended. Two messages
-	// with the same Index are an error and nothing is written.
+	// with the same Index are an error and nothing is written; so is a
+	// reference (Message.Seq, ToolCall.Seq or ResultSeq) past the run's
+	// last recorded event (ErrConflict).
 	FinishRun(ctx context.Context, f Finish) error
 	// GetRun returns one run; ErrNotFound if unknown.
 	GetRun(ctx context.Context, id string) (*Run, error)
@@ -189,7 +205,10 @@ type Store interface {
 	// limit (0 = all); none for an unknown run.
 	Events(ctx context.Context, runID string, afterSeq int64, limit int) ([]Event, error)
 	// Messages and ToolCalls return a run's turn record (tool calls in the
-	// order given to FinishRun); empty for an unknown run.
+	// order given to FinishRun); empty for an unknown run. Entries recorded
+	// by reference come back with their Seq fields and the content of the
+	// events they name; a reference to an event of the wrong type is an
+	// error.
 	Messages(ctx context.Context, runID string) ([]Message, error)
 	ToolCalls(ctx context.Context, runID string) ([]ToolCall, error)
 

@@ -1,12 +1,15 @@
 package sqlite
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
 	"fmt"
 	"math/bits"
+	"slices"
 	"strings"
+	"unsafe"
 
 	"github.com/drover-run/drover"
 	"github.com/drover-run/drover/store"
@@ -135,11 +138,22 @@ func (s *Store) checkSeqs(ctx context.Context, tx *sql.Tx, evs []store.Event) ([
 // their number allows.
 func (s *Store) insertEvents(ctx context.Context, tx *sql.Tx, evs []store.Event) error {
 	args := make([]any, 0, 5*min(len(evs), insertChunk))
+	// A batch holds few runs and types: each becomes an interface value
+	// (an allocation) once, not once per event. Allocations made while
+	// recording bring on garbage collections that slow the runs.
+	var runID, typ string
+	var runArg, typArg any
 	for len(evs) > 0 {
 		stmt, n := pick(s.stmts.inserts, len(evs))
 		args = args[:0]
 		for _, ev := range evs[:n] {
-			args = append(args, ev.RunID, ev.Seq, string(ev.Type), string(ev.JSON), timeArg(ev.Time))
+			if runArg == nil || ev.RunID != runID {
+				runID, runArg = ev.RunID, ev.RunID
+			}
+			if typArg == nil || string(ev.Type) != typ {
+				typ, typArg = string(ev.Type), string(ev.Type)
+			}
+			args = append(args, runArg, ev.Seq, typArg, jsonText(ev.JSON), timeArg(ev.Time))
 		}
 		if _, err := tx.StmtContext(ctx, stmt).ExecContext(ctx, args...); err != nil {
 			if isUniqueViolation(err) {
@@ -150,6 +164,17 @@ func (s *Store) insertEvents(ctx context.Context, tx *sql.Tx, evs []store.Event)
 		evs = evs[n:]
 	}
 	return nil
+}
+
+// jsonText is event JSON as a TEXT argument, without a copy: the driver
+// copies it into SQLite anyway, and the bytes are not modified while the
+// statement runs (AppendEvents' caller is waiting for it; the Writer's
+// callers hand their events over, see Writer.Append).
+func jsonText(b []byte) string {
+	if len(b) == 0 {
+		return ""
+	}
+	return unsafe.String(&b[0], len(b))
 }
 
 func validateEvent(ev store.Event) error {
@@ -231,20 +256,32 @@ func (s *Store) Events(ctx context.Context, runID string, afterSeq int64, limit 
 
 // Messages returns a run's messages by Index; none for an unknown run.
 func (s *Store) Messages(ctx context.Context, runID string) ([]store.Message, error) {
-	rows, err := s.r.QueryContext(ctx, `SELECT idx, role, content, tool_use_id FROM messages WHERE run_id = ? ORDER BY idx`, runID)
-	if err != nil {
-		return nil, fmt.Errorf("messages of %s: %w", runID, err)
-	}
-	defer rows.Close()
 	var out []store.Message
-	for rows.Next() {
-		m := store.Message{RunID: runID}
-		if err := rows.Scan(&m.Index, &m.Role, &m.Content, &m.ToolUseID); err != nil {
-			return nil, fmt.Errorf("messages of %s: %w", runID, err)
+	err := s.readTx(ctx, func(tx *sql.Tx) error {
+		rows, err := tx.QueryContext(ctx, `SELECT idx, role, content, tool_use_id FROM messages WHERE run_id = ? ORDER BY idx`, runID)
+		if err != nil {
+			return err
 		}
-		out = append(out, m)
-	}
-	if err := rows.Err(); err != nil {
+		defer rows.Close()
+		for rows.Next() {
+			m := store.Message{RunID: runID}
+			if err := rows.Scan(&m.Index, &m.Role, &m.Content, &m.ToolUseID); err != nil {
+				return err
+			}
+			out = append(out, m)
+		}
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		refs, err := messageRefs(ctx, tx, runID)
+		if err != nil || len(refs) == 0 {
+			return err
+		}
+		out = append(out, refs...)
+		slices.SortFunc(out, func(a, b store.Message) int { return cmp.Compare(a.Index, b.Index) })
+		return nil
+	})
+	if err != nil {
 		return nil, fmt.Errorf("messages of %s: %w", runID, err)
 	}
 	return out, nil
@@ -253,28 +290,44 @@ func (s *Store) Messages(ctx context.Context, runID string) ([]store.Message, er
 // ToolCalls returns a run's tool calls in the order FinishRun was given
 // them; none for an unknown run.
 func (s *Store) ToolCalls(ctx context.Context, runID string) ([]store.ToolCall, error) {
-	rows, err := s.r.QueryContext(ctx, `SELECT id, name, input, status, output, started_at, ended_at
-		FROM tool_calls WHERE run_id = ? ORDER BY ord`, runID)
+	var out []ordCall
+	err := s.readTx(ctx, func(tx *sql.Tx) error {
+		rows, err := tx.QueryContext(ctx, `SELECT ord, id, name, input, status, output, started_at, ended_at
+			FROM tool_calls WHERE run_id = ? ORDER BY ord`, runID)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			c := ordCall{ToolCall: store.ToolCall{RunID: runID}}
+			var input sql.NullString
+			var status string
+			var started, ended sql.NullInt64
+			if err := rows.Scan(&c.ord, &c.ID, &c.Name, &input, &status, &c.Output, &started, &ended); err != nil {
+				return err
+			}
+			c.Input = jsonVal(input)
+			c.Status = drover.ToolStatus(status)
+			c.StartedAt, c.EndedAt = timeVal(started), timeVal(ended)
+			out = append(out, c)
+		}
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		refs, err := callRefs(ctx, tx, runID)
+		if err != nil || len(refs) == 0 {
+			return err
+		}
+		out = append(out, refs...)
+		slices.SortFunc(out, func(a, b ordCall) int { return cmp.Compare(a.ord, b.ord) })
+		return nil
+	})
 	if err != nil {
 		return nil, fmt.Errorf("tool calls of %s: %w", runID, err)
 	}
-	defer rows.Close()
-	var out []store.ToolCall
-	for rows.Next() {
-		c := store.ToolCall{RunID: runID}
-		var input sql.NullString
-		var status string
-		var started, ended sql.NullInt64
-		if err := rows.Scan(&c.ID, &c.Name, &input, &status, &c.Output, &started, &ended); err != nil {
-			return nil, fmt.Errorf("tool calls of %s: %w", runID, err)
-		}
-		c.Input = jsonVal(input)
-		c.Status = drover.ToolStatus(status)
-		c.StartedAt, c.EndedAt = timeVal(started), timeVal(ended)
-		out = append(out, c)
+	var calls []store.ToolCall
+	for _, c := range out {
+		calls = append(calls, c.ToolCall)
 	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("tool calls of %s: %w", runID, err)
-	}
-	return out, nil
+	return calls, nil
 }

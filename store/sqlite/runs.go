@@ -159,7 +159,8 @@ func (s *Store) StartRun(ctx context.Context, id string, pid, pgid int, at time.
 // ErrConflict if it already ended (nothing is written then). f.EndedAt
 // defaults to now; messages and tool calls are stored under f.RunID
 // whatever their own RunID says, and two messages with one Index are
-// ErrConflict.
+// ErrConflict. Messages and tool calls recorded by reference (their Seq
+// fields) are stored as those seqs, in one turn_refs row: see turn.go.
 func (s *Store) FinishRun(ctx context.Context, f store.Finish) error {
 	if !f.Status.Terminal() {
 		return fmt.Errorf("finish run %s: status %q is not completed or failed", f.RunID, f.Status)
@@ -167,7 +168,11 @@ func (s *Store) FinishRun(ctx context.Context, f store.Finish) error {
 	if f.EndedAt.IsZero() {
 		f.EndedAt = time.Now()
 	}
-	err := s.inTx(ctx, func(tx *sql.Tx) error {
+	inline, inlineCalls, refs, err := splitTurn(f)
+	if err != nil {
+		return fmt.Errorf("finish run %s: %w", f.RunID, err)
+	}
+	err = s.inTx(ctx, func(tx *sql.Tx) error {
 		st, err := runStatus(ctx, tx, f.RunID)
 		if err != nil {
 			return err
@@ -184,8 +189,8 @@ func (s *Store) FinishRun(ctx context.Context, f store.Finish) error {
 			WHERE id = ?`, args...); err != nil {
 			return err
 		}
-		msgs := make([][]any, len(f.Messages))
-		for i, m := range f.Messages {
+		msgs := make([][]any, len(inline))
+		for i, m := range inline {
 			msgs[i] = []any{f.RunID, m.Index, m.Role, m.Content, m.ToolUseID}
 		}
 		if err := insertRows(ctx, tx, `INSERT INTO messages (run_id, idx, role, content, tool_use_id) VALUES `, 5, msgs); err != nil {
@@ -194,14 +199,14 @@ func (s *Store) FinishRun(ctx context.Context, f store.Finish) error {
 			}
 			return err
 		}
-		calls := make([][]any, len(f.ToolCalls))
-		for i, c := range f.ToolCalls {
-			calls[i] = []any{f.RunID, i, c.ID, c.Name, jsonArg(c.Input), string(c.Status), c.Output, timeArg(c.StartedAt), timeArg(c.EndedAt)}
+		calls := make([][]any, len(inlineCalls))
+		for i, c := range inlineCalls {
+			calls[i] = []any{f.RunID, c.ord, c.ID, c.Name, jsonArg(c.Input), string(c.Status), c.Output, timeArg(c.StartedAt), timeArg(c.EndedAt)}
 		}
 		if err := insertRows(ctx, tx, `INSERT INTO tool_calls (run_id, ord, id, name, input, status, output, started_at, ended_at) VALUES `, 9, calls); err != nil {
 			return err
 		}
-		return nil
+		return writeTurnRefs(ctx, tx, f.RunID, refs)
 	})
 	if err != nil {
 		return fmt.Errorf("finish run %s: %w", f.RunID, err)

@@ -597,3 +597,66 @@ func TestAppendManyRuns(t *testing.T) {
 	}
 	checkRun(t, s, "r000", 3)
 }
+
+// LED-1: a ledger written by an older drover (only migration 0001 applied,
+// with a turn record stored as copies) opens, is upgraded in place, and
+// keeps its data; the upgraded file takes turn records by reference.
+func TestLED1_UpgradeFrom0001(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "old.db")
+	schema0001, err := os.ReadFile("migrations/0001_init.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := rawDB(t, path)
+	for _, q := range []string{
+		`PRAGMA journal_mode = WAL`,
+		string(schema0001),
+		`CREATE TABLE schema_migrations (version INTEGER NOT NULL PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL) STRICT`,
+		`INSERT INTO schema_migrations VALUES (1, '0001_init.sql', 0)`,
+		`INSERT INTO runs (id, agent, prompt, status, created_at, ended_at) VALUES ('old', 'claude', 'p', 'completed', 1, 2)`,
+		`INSERT INTO events (run_id, seq, type, json, time) VALUES ('old', 1, 'text', '{"type":"text"}', 1)`,
+		`INSERT INTO messages (run_id, idx, role, content) VALUES ('old', 0, 'user', 'p'), ('old', 1, 'assistant', 'hi')`,
+		`INSERT INTO tool_calls (run_id, ord, id, name, input, status, output, started_at)
+			VALUES ('old', 0, 'tu', 'Bash', '{"command":"ls"}', 'success', 'a.go', 5)`,
+	} {
+		if _, err := db.Exec(q); err != nil {
+			t.Fatalf("%.40s: %v", q, err)
+		}
+	}
+	db.Close()
+
+	s := openPath(t, path)
+	ctx := t.Context()
+	ms, err := s.Messages(ctx, "old")
+	if err != nil || len(ms) != 2 || ms[1].Content != "hi" {
+		t.Fatalf("old messages after upgrade: %+v, %v", ms, err)
+	}
+	tcs, err := s.ToolCalls(ctx, "old")
+	if err != nil || len(tcs) != 1 || tcs[0].Output != "a.go" || string(tcs[0].Input) != `{"command":"ls"}` {
+		t.Fatalf("old tool calls after upgrade: %+v, %v", tcs, err)
+	}
+	checkRun(t, s, "old", 1)
+
+	createRuns(t, s, "new")
+	if err := s.AppendEvents(ctx, []store.Event{testEvent("new", 1)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.FinishRun(ctx, store.Finish{RunID: "new", Status: store.StatusCompleted,
+		Messages: []store.Message{{Index: 0, Seq: 1}}}); err != nil {
+		t.Fatal(err)
+	}
+	if ms, err := s.Messages(ctx, "new"); err != nil || len(ms) != 1 || !strings.HasPrefix(ms[0].Content, "I'll create") {
+		t.Fatalf("turn record by reference after upgrade: %+v, %v", ms, err)
+	}
+	ents, err := os.ReadDir("migrations")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n, maxV int
+	if err := rawDB(t, path).QueryRow(`SELECT COUNT(*), MAX(version) FROM schema_migrations`).Scan(&n, &maxV); err != nil {
+		t.Fatal(err)
+	}
+	if n != len(ents) || maxV != len(ents) {
+		t.Fatalf("schema_migrations: %d rows up to version %d, want %d", n, maxV, len(ents))
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/drover-run/drover/store"
 )
@@ -22,9 +23,12 @@ const queueLen = 8192
 //
 // Group commit: the writer takes whatever is queued (up to the batch
 // limits, see [WithBatchLimits]) and writes it in one transaction; events
-// arriving meanwhile queue up and make the next transaction. There is no
-// timer: an event arriving at an idle writer is committed at once, alone,
-// and under load the batches grow by themselves to amortise each commit.
+// arriving meanwhile queue up and make the next transaction. An event
+// arriving at an idle writer is committed at once, alone. Under a steady
+// stream (events keep arriving while a batch is written) the writer lets
+// them gather for a short delay before each commit (see
+// [WithCommitDelay]), so that batches are large and commits, each costing
+// as much CPU as tens of events, are few.
 //
 // Each event is checked on its own: one that does not continue its run's
 // last seq fails with store.ErrConflict (store.ErrNotFound for an unknown
@@ -45,6 +49,8 @@ type Writer struct {
 	wg     sync.WaitGroup
 
 	commits, events atomic.Int64
+
+	evs []store.Event // the loop's, reused for each batch
 }
 
 type request struct {
@@ -60,7 +66,8 @@ func newWriter(s *Store) *Writer {
 }
 
 // Append queues ev and waits until it is durably committed (see the package
-// doc for what survives which crash) or has failed. Errors:
+// doc for what survives which crash) or has failed. The Writer reads
+// ev.JSON until then: the caller must not modify it meanwhile. Errors:
 // store.ErrConflict if ev does not continue its run's last seq,
 // store.ErrNotFound if its run does not exist, [ErrClosed] once the Store
 // is closed. If ctx ends first, Append returns ctx.Err(); the event may
@@ -80,9 +87,10 @@ func (w *Writer) Append(ctx context.Context, ev store.Event) error {
 
 // AppendAsync queues ev and returns a channel that receives exactly one
 // value: nil once ev is durably committed, or the error Append would have
-// returned. It waits only while the queue is full. Calling AppendAsync for
-// seq n+1 as soon as it has returned for seq n (on one goroutine) keeps a
-// run's events in order without waiting for each commit.
+// returned; until then ev.JSON must not be modified. It waits only while
+// the queue is full. Calling AppendAsync for seq n+1 as soon as it has
+// returned for seq n (on one goroutine) keeps a run's events in order
+// without waiting for each commit.
 func (w *Writer) AppendAsync(ev store.Event) <-chan error {
 	res, err := w.enqueue(context.Background(), ev)
 	if err != nil {
@@ -138,37 +146,68 @@ func (w *Writer) close() {
 
 func (w *Writer) loop() {
 	defer w.wg.Done()
-	maxEvents, maxBytes := w.s.cfg.maxEvents, w.s.cfg.maxBytes
+	maxEvents, maxBytes, delay := w.s.cfg.maxEvents, w.s.cfg.maxBytes, w.s.cfg.commitDelay
 	batch := make([]request, 0, maxEvents)
+	var last int       // size of the previous batch
+	var streaming bool // events arrived while the previous batch was written
+	var backoff int    // batches to cut at once, after a delay that gathered little
 	for first := range w.queue {
-		if len(batch) > 1 {
-			// Under load (the last batch was not a lone event), let the
-			// producers just woken by its replies queue their next events
-			// before this batch is cut: a yield, not a timer, so an idle
-			// writer never waits.
+		if last > 1 {
+			// Under load, let the producers just woken by the last batch's
+			// replies queue their next events before this batch is cut: a
+			// yield, not a timer, so an idle writer never waits.
 			runtime.Gosched()
 		}
 		batch = append(batch[:0], first)
-		size := evSize(first.ev)
-	fill:
-		// Take what queued up during the previous commit, without waiting
-		// for more: waiting would add latency to an idle writer, and under
-		// load the queue refills while this batch commits.
-		for len(batch) < maxEvents && size < maxBytes {
-			select {
-			case r, ok := <-w.queue:
-				if !ok {
-					break fill
-				}
-				batch = append(batch, r)
-				size += evSize(r.ev)
-			default:
-				break fill
+		size := w.fill(&batch, evSize(first.ev))
+		switch {
+		case backoff > 0:
+			backoff--
+		case streaming && delay > 0 && len(batch) < maxEvents && size < maxBytes:
+			// Producers that do not wait for their commits (the
+			// supervisor's pipeline) keep queueing: let them queue for
+			// delay before cutting the batch, as each commit costs about
+			// as much CPU as tens of events, CPU the producers need.
+			// Sleeping, rather than waiting on the queue, spares them a
+			// wake-up of the writer at every event. Producers that wait
+			// for each commit gain nothing by it (they are waiting for
+			// this very batch), so a delay that did not at least double
+			// the batch is not tried again for a while.
+			before := len(batch)
+			time.Sleep(delay)
+			w.fill(&batch, size)
+			if len(batch) < 2*before {
+				backoff = delayBackoff
 			}
 		}
-		w.commit(batch)
+		last = len(batch)
+		streaming = w.commit(batch)
 		clear(batch) // drop references to delivered events (len stays)
 	}
+}
+
+// delayBackoff is how many batches the writer cuts without delay after a
+// delay that gathered little.
+const delayBackoff = 32
+
+// fill adds the requests already queued to batch, up to the batch limits,
+// without waiting for more: waiting would add latency to an idle writer.
+// It returns the batch's size in bytes.
+func (w *Writer) fill(batch *[]request, size int) int {
+	maxEvents, maxBytes := w.s.cfg.maxEvents, w.s.cfg.maxBytes
+	for len(*batch) < maxEvents && size < maxBytes {
+		select {
+		case r, ok := <-w.queue:
+			if !ok {
+				return size
+			}
+			*batch = append(*batch, r)
+			size += evSize(r.ev)
+		default:
+			return size
+		}
+	}
+	return size
 }
 
 func evSize(ev store.Event) int { return len(ev.JSON) + len(ev.RunID) + len(ev.Type) + 32 }
@@ -178,17 +217,24 @@ func evSize(ev store.Event) int { return len(ev.JSON) + len(ev.RunID) + len(ev.T
 // is retried in its own transaction, so one bad event (say, too large)
 // cannot fail its neighbours — unless the failure was the file staying
 // locked for the whole busy timeout, which would only repeat per event.
-func (w *Writer) commit(batch []request) {
-	evs := make([]store.Event, len(batch))
-	for i, r := range batch {
-		evs[i] = r.ev
+// It reports whether events were queued while the batch was written, by
+// producers that did not wait for it.
+func (w *Writer) commit(batch []request) (streaming bool) {
+	evs := w.evs[:0]
+	for _, r := range batch {
+		evs = append(evs, r.ev)
 	}
+	w.evs = evs
+	defer clear(evs) // drop references to delivered events
 	errs, err := w.write(evs)
+	// Before any answer: an event queued now comes from a producer not
+	// waiting for this batch.
+	streaming = len(w.queue) > 0
 	if err != nil && len(batch) > 1 && !isBusy(err) {
 		for _, r := range batch {
 			w.commit([]request{r})
 		}
-		return
+		return streaming
 	}
 	for i, r := range batch {
 		if err != nil {
@@ -197,6 +243,7 @@ func (w *Writer) commit(batch []request) {
 			r.res <- errs[i]
 		}
 	}
+	return streaming
 }
 
 // write commits the events of evs that continue their runs; errs says

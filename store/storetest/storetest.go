@@ -31,6 +31,9 @@
 //   - CreateRun gives a run with a zero CreatedAt the current time.
 //   - A FinishRun that fails part way (two messages with one Index) is an
 //     error and writes nothing.
+//   - A message or tool call recorded by reference reads back with its
+//     Seq fields and the event's content; its other fields given to
+//     FinishRun are ignored.
 //   - AdvanceSession from a session with no head adds nothing to Heads, and
 //     concurrent advances are never lost.
 package storetest
@@ -69,6 +72,8 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"LED2_SeqContinuity", testSeqContinuity},
 		{"LED3_TurnRecord", testTurnRecord},
 		{"LED3_FinishAtomic", testFinishAtomic},
+		{"LED3_TurnRecordByReference", testTurnRecordByReference},
+		{"LED3_TurnRecordBadReference", testTurnRecordBadReference},
 		{"LED3_UsageOptionalNil", testUsageOptional},
 		{"LED4_Sessions", testSessions},
 		{"LED4_ListSessions", testListSessions},
