@@ -111,7 +111,12 @@ func fakeClaude(mode string) {
 // runCLI runs drover in-process with the fake agent in mode.
 func runCLI(t *testing.T, ctx context.Context, mode string, args ...string) (code int, stdout, stderr string, pid int) {
 	t.Helper()
-	pidfile := filepath.Join(t.TempDir(), "pid")
+	return runCLIPidfile(t, ctx, filepath.Join(t.TempDir(), "pid"), mode, args...)
+}
+
+// runCLIPidfile is runCLI with the fake agent's pid file at pidfile.
+func runCLIPidfile(t *testing.T, ctx context.Context, pidfile, mode string, args ...string) (code int, stdout, stderr string, pid int) {
+	t.Helper()
 	self, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
@@ -249,8 +254,18 @@ func TestADP1_MisbehavingAgentsThroughCLI(t *testing.T) {
 func TestCLI_InterruptExits130(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	go func() { time.Sleep(300 * time.Millisecond); cancel() }()
-	code, stdout, _, pid := runCLI(t, ctx, "hang", "run", "--json", "-a", "claude", "-a", "claude", "wait")
+	// The signal comes once a fake agent is running (it writes its pid
+	// file), however slow the machine; runCLI points FAKE_PIDFILE there.
+	pidfile := filepath.Join(t.TempDir(), "pid")
+	go func() {
+		for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+			if b, err := os.ReadFile(pidfile); err == nil && len(b) > 0 {
+				break
+			}
+		}
+		cancel()
+	}()
+	code, stdout, _, pid := runCLIPidfile(t, ctx, pidfile, "hang", "run", "--json", "-a", "claude", "-a", "claude", "wait")
 	if code != ExitInterrupted {
 		t.Fatalf("exit %d, want 130", code)
 	}
