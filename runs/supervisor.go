@@ -100,6 +100,8 @@ type Supervisor struct {
 	queue   []*active // pending runs in start order
 	running int
 	changed chan struct{} // closed and replaced when a run starts or ends
+
+	recorded signal // fired whenever an event of any run is persisted
 }
 
 // active is one run this supervisor owns and has not finished.
@@ -112,30 +114,42 @@ type active struct {
 	parent   *active
 	children map[string]*active // guarded by Supervisor.mu
 
-	notifyMu sync.Mutex
-	notify   chan struct{} // closed and replaced whenever an event is persisted
-	watched  bool          // notify was handed out since it was made
+	notify signal // fired whenever an event of the run is persisted
 }
 
-func (a *active) changed() <-chan struct{} {
-	a.notifyMu.Lock()
-	defer a.notifyMu.Unlock()
-	a.watched = true
-	return a.notify
+func (a *active) changed() <-chan struct{} { return a.notify.wait() }
+
+func (a *active) wake() { a.notify.fire() }
+
+// signal wakes waiters: wait returns a channel that fire closes. A channel
+// nobody took is kept rather than replaced: replacing it at every event of
+// an unwatched run was a measurable part of recording. The zero signal is
+// ready to use.
+type signal struct {
+	mu      sync.Mutex
+	ch      chan struct{}
+	watched bool // ch was handed out since it was made
 }
 
-// wake tells the watchers of a that something changed. A channel nobody
-// took is kept: replacing it at every event of an unwatched run was a
-// measurable part of recording.
-func (a *active) wake() {
-	a.notifyMu.Lock()
-	defer a.notifyMu.Unlock()
-	if !a.watched {
+func (g *signal) wait() <-chan struct{} {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.ch == nil {
+		g.ch = make(chan struct{})
+	}
+	g.watched = true
+	return g.ch
+}
+
+func (g *signal) fire() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if !g.watched {
 		return
 	}
-	close(a.notify)
-	a.notify = make(chan struct{})
-	a.watched = false
+	close(g.ch)
+	g.ch = make(chan struct{})
+	g.watched = false
 }
 
 // New returns a supervisor over eng and st. It first reconciles the ledger
@@ -306,7 +320,7 @@ func (s *Supervisor) Start(ctx context.Context, req StartRequest) (string, error
 	// its end can say "parent ended" rather than the parent's own reason;
 	// cancelTreeLocked and execute cascade explicitly.
 	a := &active{id: id, req: req, done: make(chan struct{}), parent: parent,
-		children: map[string]*active{}, notify: make(chan struct{})}
+		children: map[string]*active{}}
 	a.ctx, a.cancel = context.WithCancelCause(s.ctx)
 	if parent != nil {
 		parent.children[id] = a
@@ -323,6 +337,12 @@ func (s *Supervisor) notifyLocked() {
 	close(s.changed)
 	s.changed = make(chan struct{})
 }
+
+// EventsRecorded returns a channel that is closed the next time an event
+// of any run of this supervisor is persisted. Followers of the ledger's
+// log of all events (store.Store.EventsAfter) wait on it instead of
+// polling; runs of other processes sharing the ledger do not fire it.
+func (s *Supervisor) EventsRecorded() <-chan struct{} { return s.recorded.wait() }
 
 // RunsChanged returns a channel that is closed the next time a run of this
 // supervisor starts or ends. Watchers read what changed from the ledger
@@ -483,6 +503,7 @@ func (r *recorder) commit() {
 			r.durable++ // events commit in seq order, from 1
 		}
 		r.a.wake()
+		r.s.recorded.fire()
 	}
 }
 

@@ -238,6 +238,19 @@ func (f *fixture) await(t testing.TB, ids ...string) []*store.Run {
 	return rs
 }
 
+// waitSeq waits until runID has recorded its event seq.
+func (f *fixture) waitSeq(t testing.TB, runID string, seq int64) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		if r, err := f.st.GetRun(context.Background(), runID); err == nil && r.LastSeq >= seq {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s never reached seq %d", runID, seq)
+		}
+	}
+}
+
 // sseEvent is one parsed SSE event.
 type sseEvent struct {
 	ID, Type string

@@ -228,33 +228,122 @@ func TestPRO3_StreamHeartbeat(t *testing.T) {
 	f.await(t, id)
 }
 
-// PRO-3: GET /v1/stream carries the events of runs started after it
-// opened, with id = runId/seq.
+// PRO-3: GET /v1/stream starts with the runs live when it opens (their
+// events so far, without ids), says "synced", then carries every event of
+// every run, with id = the event's ledger cursor, increasing.
 func TestPRO3_StreamAll(t *testing.T) {
-	f := newFixture(t, server.Config{})
+	// Poll is long: only the supervisor's EventsRecorded can wake the tail.
+	f := newFixture(t, server.Config{Poll: time.Hour})
+	ended := f.start(t, "quick", "2")
+	f.await(t, ended)
+	gate := make(chan struct{})
+	f.gates.ch <- gate
+	live := f.start(t, "gated", "2")
+	f.waitSeq(t, live, 2)
+
 	resp, sr := f.stream(t, "/v1/stream")
 	defer resp.Body.Close()
-	a, b := f.start(t, "quick", "2"), f.start(t, "quick", "3")
-	next := map[string]int64{a: 1, b: 1}
-	ended := 0
-	for ended < 2 {
+	for seq := int64(1); seq <= 2; seq++ { // the live run's events so far
 		ev, err := sr.next()
 		if err != nil {
 			t.Fatal(err)
 		}
-		var u struct {
-			RunID string `json:"runId"`
-			Seq   int64  `json:"seq"`
-		}
-		json.Unmarshal([]byte(ev.Data), &u)
-		if ev.ID != fmt.Sprintf("%s/%d", u.RunID, u.Seq) || u.Seq != next[u.RunID] {
-			t.Fatalf("event %+v: want seq %d", ev, next[u.RunID])
-		}
-		next[u.RunID]++
-		if ev.Type == "done" {
-			ended++
+		if ev.ID != "" || runSeq(t, ev) != fmt.Sprintf("%s/%d", live, seq) {
+			t.Fatalf("catch-up event %+v: want %s/%d without an id", ev, live, seq)
 		}
 	}
+	ev, err := sr.next()
+	if err != nil || ev.Type != "synced" || ev.ID == "" {
+		t.Fatalf("after the catch-up: %+v %v, want synced with a cursor", ev, err)
+	}
+	last, _ := strconv.ParseInt(ev.ID, 10, 64)
+
+	close(gate)
+	b := f.start(t, "quick", "3")
+	want := map[string]bool{}
+	for seq := 3; seq <= 5; seq++ {
+		want[fmt.Sprintf("%s/%d", live, seq)] = true
+	}
+	for seq := 1; seq <= 4; seq++ {
+		want[fmt.Sprintf("%s/%d", b, seq)] = true
+	}
+	for len(want) > 0 {
+		ev, err := sr.next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		cur, err := strconv.ParseInt(ev.ID, 10, 64)
+		if err != nil || cur <= last {
+			t.Fatalf("event %+v: id not a cursor after %d", ev, last)
+		}
+		last = cur
+		k := runSeq(t, ev)
+		if !want[k] {
+			t.Fatalf("unexpected or repeated event %s (the ended run %s must not appear)", k, ended)
+		}
+		delete(want, k)
+	}
+}
+
+// PRO-3: a client of GET /v1/stream that disconnects and comes back with
+// Last-Event-ID gets every event recorded meanwhile, of every run, once.
+func TestPRO3_StreamAllResume(t *testing.T) {
+	f := newFixture(t, server.Config{})
+	resp, sr := f.stream(t, "/v1/stream")
+	if ev, err := sr.next(); err != nil || ev.Type != "synced" {
+		t.Fatalf("first event %+v %v, want synced", ev, err)
+	}
+	gate := make(chan struct{})
+	f.gates.ch <- gate
+	a := f.start(t, "gated", "3")
+	got := map[string]bool{}
+	var lastID string
+	for len(got) < 2 {
+		ev, err := sr.next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		got[runSeq(t, ev)] = true
+		lastID = ev.ID
+	}
+	resp.Body.Close() // gone mid-run; meanwhile the run goes on and another starts and ends
+
+	close(gate)
+	b := f.start(t, "quick", "2")
+	f.await(t, a, b)
+
+	resp, sr = f.stream(t, "/v1/stream", "Last-Event-ID", lastID)
+	defer resp.Body.Close()
+	want := 7 + 3 // a: 3 texts, gate, 3 texts, done; b: 2 texts, done
+	for len(got) < want {
+		ev, err := sr.next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		k := runSeq(t, ev)
+		if got[k] {
+			t.Fatalf("%s delivered twice", k)
+		}
+		got[k] = true
+	}
+	for _, k := range []string{a + "/1", a + "/7", b + "/1", b + "/3"} {
+		if !got[k] {
+			t.Fatalf("%s missing; got %v", k, got)
+		}
+	}
+}
+
+// runSeq is "runId/seq" of an SSE event's UES data.
+func runSeq(t *testing.T, ev sseEvent) string {
+	t.Helper()
+	var u struct {
+		RunID string `json:"runId"`
+		Seq   int64  `json:"seq"`
+	}
+	if err := json.Unmarshal([]byte(ev.Data), &u); err != nil || u.RunID == "" {
+		t.Fatalf("event %+v is not a UES event of a run", ev)
+	}
+	return fmt.Sprintf("%s/%d", u.RunID, u.Seq)
 }
 
 // PRO-3: 100 subscribers on one run, one of which never reads: the run

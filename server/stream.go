@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -166,64 +167,105 @@ func (s *Server) handleStream(w http.ResponseWriter, r *http.Request) {
 	s.pump(ctx, st, evs, func(ev store.Event) string { return strconv.FormatInt(ev.Seq, 10) })
 }
 
-// handleStreamAll: GET /v1/stream — the events of every run that is live
-// now or starts later, each from its first event; id = "runId/seq". It
-// ends when the client or the server goes away.
+// handleStreamAll: GET /v1/stream — the events of every run, from the
+// ledger's log (store.Store.EventsAfter), with id = the event's cursor.
+// Without Last-Event-ID (or ?after=) it starts with the runs live now:
+// their events so far, then "event: synced" carrying the cursor they
+// reach; after that, every event of any run as it is recorded. With
+// Last-Event-ID: N, it sends every event after cursor N. It ends when the
+// client or the server goes away.
 func (s *Server) handleStreamAll(w http.ResponseWriter, r *http.Request) {
+	after, err := resumeAfter(r)
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	resume := r.Header.Get("Last-Event-ID") != "" || r.URL.Query().Get("after") != ""
 	ctx, cancel := s.requestContext(r)
-	var wg sync.WaitGroup
-	defer wg.Wait()
 	defer cancel()
-	st := startStream(w)
-	evs := make(chan store.Event)
-	wg.Go(func() { s.watchAll(ctx, evs) })
-	s.pump(ctx, st, evs, func(ev store.Event) string { return ev.RunID + "/" + strconv.FormatInt(ev.Seq, 10) })
-}
-
-// watchAll follows every run that is live when it starts or is created
-// after, like the protocol's subscribe all:true. Runs of this supervisor
-// are seen at once (RunsChanged), runs of other processes within Poll.
-func (s *Server) watchAll(ctx context.Context, out chan<- store.Event) {
-	const margin = 10 * time.Second // a run's CreatedAt is taken just before it is recorded
-	t0 := time.Now()
-	since := t0.Add(-margin)
-	seen := map[string]time.Time{}
-	var followers sync.WaitGroup
-	defer followers.Wait()
-	add := func(r store.Run, live bool) {
-		if _, ok := seen[r.ID]; ok {
+	var live []store.Run
+	if !resume {
+		// The cursor is read before the live runs: a run that starts in
+		// between has all its events after the cursor, so it is tailed.
+		if after, err = s.st.LastCursor(ctx); err == nil {
+			live, err = s.st.ListRuns(ctx, store.RunFilter{Status: []store.RunStatus{store.StatusPending, store.StatusRunning}})
+		}
+		if err != nil {
+			writeErr(w, err)
 			return
 		}
-		seen[r.ID] = r.CreatedAt
-		if live || !r.CreatedAt.Before(t0) || !r.Status.Terminal() {
-			followers.Go(func() { s.follow(ctx, r.ID, 0, out) })
+	}
+	st := startStream(w)
+	if !resume && (!s.catchUp(ctx, st, live, after) || st.event(strconv.FormatInt(after, 10), "synced", []byte("{}")) != nil) {
+		return
+	}
+	s.tail(ctx, st, after)
+}
+
+// catchUp sends, without ids, the events of runs up to cursor, oldest run
+// first; the "synced" event after them carries the cursor to resume from.
+func (s *Server) catchUp(ctx context.Context, st *sse, runs []store.Run, cursor int64) bool {
+	const page = 1000
+	slices.SortStableFunc(runs, func(a, b store.Run) int { return a.CreatedAt.Compare(b.CreatedAt) })
+	for _, r := range runs {
+		for seq := int64(0); ; {
+			evs, err := s.st.Events(ctx, r.ID, seq, page)
+			if err != nil {
+				return false
+			}
+			for _, ev := range evs {
+				if ev.Cursor > cursor {
+					break
+				}
+				if st.event("", string(ev.Type), ev.JSON) != nil {
+					return false
+				}
+			}
+			if len(evs) < page || evs[len(evs)-1].Cursor > cursor {
+				break
+			}
+			seq = evs[len(evs)-1].Seq
 		}
 	}
-	if rs, err := s.st.ListRuns(ctx, store.RunFilter{Status: []store.RunStatus{store.StatusPending, store.StatusRunning}}); err == nil {
-		for _, r := range rs {
-			add(r, true)
+	return true
+}
+
+// tail sends every event after cursor as it is recorded, with id = its
+// cursor, until ctx ends or the client is gone. Events of this server's
+// runs wake it at once, others' within Poll; idle, it sends heartbeats.
+// A failed ledger read is retried at the next wake-up.
+func (s *Server) tail(ctx context.Context, st *sse, cursor int64) {
+	const page = 1000
+	tick := time.NewTicker(s.cfg.Poll)
+	defer tick.Stop()
+	quiet := time.Now()
+	for {
+		recorded := s.sup.EventsRecorded() // taken before reading, so no wake-up is missed
+		evs, _ := s.st.EventsAfter(ctx, cursor, page)
+		for _, ev := range evs {
+			if st.event(strconv.FormatInt(ev.Cursor, 10), string(ev.Type), ev.JSON) != nil {
+				return
+			}
+			cursor = ev.Cursor
+		}
+		switch {
+		case len(evs) == page:
+			continue // more are waiting
+		case len(evs) > 0:
+			quiet = time.Now()
+		case time.Since(quiet) >= s.cfg.Heartbeat:
+			if st.ping() != nil {
+				return
+			}
+			quiet = time.Now()
+		}
+		select {
+		case <-recorded:
+		case <-tick.C:
+		case <-ctx.Done():
+			return
 		}
 	}
-	s.onRunsChanged(ctx, func() bool {
-		rs, err := s.st.ListRuns(ctx, store.RunFilter{Since: since})
-		if err != nil {
-			return true // retried at the next wake-up
-		}
-		newest := since
-		for i := len(rs) - 1; i >= 0; i-- { // oldest first
-			add(rs[i], false)
-			if rs[i].CreatedAt.Add(-margin).After(newest) {
-				newest = rs[i].CreatedAt.Add(-margin)
-			}
-		}
-		since = newest
-		for id, at := range seen {
-			if at.Before(since) {
-				delete(seen, id)
-			}
-		}
-		return true
-	})
 }
 
 // onRunsChanged calls scan at once, then each time a run of this

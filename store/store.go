@@ -91,6 +91,10 @@ type Event struct {
 	// JSON is the event exactly as drover emits it (with runId and seq).
 	JSON json.RawMessage
 	Time time.Time
+	// Cursor is the event's place in the ledger's commit order across all
+	// runs, set on events read back (EventsAfter, Events); it is ignored
+	// when appending. See EventsAfter.
+	Cursor int64
 }
 
 // Message is one entry of a run's turn record (LED-3).
@@ -204,6 +208,16 @@ type Store interface {
 	// Events returns a run's events with seq > afterSeq, in order, at most
 	// limit (0 = all); none for an unknown run.
 	Events(ctx context.Context, runID string, afterSeq int64, limit int) ([]Event, error)
+	// EventsAfter returns the events of every run with Cursor > cursor, in
+	// cursor order, at most limit (0 = all): the ledger's log of events, to
+	// follow all runs at once and resume after the last cursor seen. An
+	// event committed after another has a larger cursor, and once a reader
+	// has seen cursor c no event with a cursor ≤ c appears later, so
+	// following EventsAfter from the last cursor read misses nothing.
+	// Cursors are positive; they need not be contiguous.
+	EventsAfter(ctx context.Context, cursor int64, limit int) ([]Event, error)
+	// LastCursor is the cursor of the last committed event, 0 if none.
+	LastCursor(ctx context.Context) (int64, error)
 	// Messages and ToolCalls return a run's turn record (tool calls in the
 	// order given to FinishRun); empty for an unknown run. Entries recorded
 	// by reference come back with their Seq fields and the content of the

@@ -221,25 +221,61 @@ func (s *Store) AppendEvents(ctx context.Context, evs []store.Event) error {
 // Events returns a run's events with seq > afterSeq in seq order, at most
 // limit (0 = all); none for an unknown run.
 func (s *Store) Events(ctx context.Context, runID string, afterSeq int64, limit int) ([]store.Event, error) {
-	q := `SELECT seq, type, json, time FROM events WHERE run_id = ? AND seq > ? ORDER BY seq`
+	q := `SELECT rowid, run_id, seq, type, json, time FROM events WHERE run_id = ? AND seq > ? ORDER BY seq`
 	args := []any{runID, afterSeq}
 	if limit > 0 {
 		q += ` LIMIT ?`
 		args = append(args, limit)
 	}
-	rows, err := s.r.QueryContext(ctx, q, args...)
+	evs, err := s.queryEvents(ctx, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("events of %s: %w", runID, err)
+	}
+	return evs, nil
+}
+
+// EventsAfter returns the events of all runs after cursor in commit
+// order. The cursor is the events table's rowid: rows are only ever
+// inserted, by one writing transaction at a time (SQLite's write lock,
+// also across processes), each taking the next rowid, so rowid order is
+// commit order and a committed rowid is never followed by a smaller one.
+func (s *Store) EventsAfter(ctx context.Context, cursor int64, limit int) ([]store.Event, error) {
+	q := `SELECT rowid, run_id, seq, type, json, time FROM events WHERE rowid > ? ORDER BY rowid`
+	args := []any{cursor}
+	if limit > 0 {
+		q += ` LIMIT ?`
+		args = append(args, limit)
+	}
+	evs, err := s.queryEvents(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("events after cursor %d: %w", cursor, err)
+	}
+	return evs, nil
+}
+
+// LastCursor returns the rowid of the last event, 0 if none.
+func (s *Store) LastCursor(ctx context.Context) (int64, error) {
+	var c sql.NullInt64
+	if err := s.r.QueryRowContext(ctx, `SELECT max(rowid) FROM events`).Scan(&c); err != nil {
+		return 0, fmt.Errorf("last cursor: %w", err)
+	}
+	return c.Int64, nil
+}
+
+func (s *Store) queryEvents(ctx context.Context, q string, args ...any) ([]store.Event, error) {
+	rows, err := s.r.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, err
 	}
 	defer rows.Close()
 	var out []store.Event
 	for rows.Next() {
-		ev := store.Event{RunID: runID}
+		var ev store.Event
 		var typ string
 		var data []byte
 		var t sql.NullInt64
-		if err := rows.Scan(&ev.Seq, &typ, &data, &t); err != nil {
-			return nil, fmt.Errorf("events of %s: %w", runID, err)
+		if err := rows.Scan(&ev.Cursor, &ev.RunID, &ev.Seq, &typ, &data, &t); err != nil {
+			return nil, err
 		}
 		ev.Type = drover.EventType(typ)
 		if len(data) > 0 {
@@ -248,10 +284,7 @@ func (s *Store) Events(ctx context.Context, runID string, afterSeq int64, limit 
 		ev.Time = timeVal(t)
 		out = append(out, ev)
 	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("events of %s: %w", runID, err)
-	}
-	return out, nil
+	return out, rows.Err()
 }
 
 // Messages returns a run's messages by Index; none for an unknown run.

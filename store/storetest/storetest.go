@@ -34,6 +34,8 @@
 //   - A message or tool call recorded by reference reads back with its
 //     Seq fields and the event's content; its other fields given to
 //     FinishRun are ignored.
+//   - Events and EventsAfter give each event the same Cursor; a follower
+//     of EventsAfter with concurrent writers sees every event once.
 //   - AdvanceSession from a session with no head adds nothing to Heads, and
 //     concurrent advances are never lost.
 package storetest
@@ -70,6 +72,8 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"LED5_Children", testChildren},
 		{"LED2_Events", testEvents},
 		{"LED2_SeqContinuity", testSeqContinuity},
+		{"LED2_EventsAfter", testEventsAfter},
+		{"LED2_EventsAfterFollow", testEventsAfterFollow},
 		{"LED3_TurnRecord", testTurnRecord},
 		{"LED3_FinishAtomic", testFinishAtomic},
 		{"LED3_TurnRecordByReference", testTurnRecordByReference},
