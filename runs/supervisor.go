@@ -507,20 +507,26 @@ func (r *recorder) commit() {
 	}
 }
 
-// processStarted records the vendor process (RUN-6 needs its group).
+// processStarted records each vendor process of the run (RUN-6 needs the
+// live one's group): the first moves the run to running, a later one (the
+// resume fallback starts a second process) replaces the ids.
 func (r *recorder) processStarted(pid, pgid int) {
-	r.markStarted(pid, pgid)
+	r.startMu.Lock()
+	defer r.startMu.Unlock()
+	if r.s.st.StartRun(r.ctx, r.a.id, pid, pgid, time.Now()) == nil {
+		r.started = true
+	}
 }
 
-// markStarted moves the run to running once: when its process starts, or
-// at its first event for an adapter that runs no process. Adapters report
-// their process before its first event, but they may do so from another
-// goroutine than the one recording events, hence the lock.
-func (r *recorder) markStarted(pid, pgid int) {
+// markStarted moves the run to running at its first event if no process
+// did (an adapter that runs none). Adapters report a process before its
+// first event, but may do so from another goroutine than the one
+// recording events, hence the lock.
+func (r *recorder) markStarted() {
 	r.startMu.Lock()
 	defer r.startMu.Unlock()
 	if !r.started {
-		r.started = r.s.st.StartRun(r.ctx, r.a.id, pid, pgid, time.Now()) == nil
+		r.started = r.s.st.StartRun(r.ctx, r.a.id, 0, 0, time.Now()) == nil
 	}
 }
 
@@ -528,7 +534,7 @@ func (r *recorder) markStarted(pid, pgid int) {
 // are woken only once it is durable ("persist first, then notify").
 func (r *recorder) record(ev drover.Event) {
 	if r.seq == 0 {
-		r.markStarted(0, 0)
+		r.markStarted()
 	}
 	r.seq++
 	ev.RunID, ev.Seq = r.a.id, r.seq

@@ -658,3 +658,63 @@ func TestLED3_TurnRecordAfterLedgerFailure(t *testing.T) {
 		t.Fatalf("turn record: %+v\n%+v", msgs, calls)
 	}
 }
+
+// RUN-6: a run that starts a second process (the resume fallback does)
+// has the live process's ids in the ledger, so reconciliation stops the
+// right group; a run with no process is running from its first event.
+func TestRUN6_SecondProcessRecorded(t *testing.T) {
+	release := make(chan struct{})
+	second := make(chan struct{})
+	twice := &agent{id: "twice", run: func(ctx context.Context, _ drover.Request, y func(drover.Event, error) bool) {
+		drover.ProcessStarted(ctx, 4242, 4242)
+		if !y(text("first process"), nil) {
+			return
+		}
+		drover.ProcessStarted(ctx, 4343, 4344)
+		close(second)
+		if !y(text("second process"), nil) {
+			return
+		}
+		select {
+		case <-release:
+			y(done("tok"), nil)
+		case <-ctx.Done():
+		}
+	}}
+	noProc := &agent{id: "noproc", run: func(ctx context.Context, _ drover.Request, y func(drover.Event, error) bool) {
+		if y(text("in-process"), nil) {
+			<-release
+			y(done("tok"), nil)
+		}
+	}}
+	f := newFixture(t, runs.Config{}, twice, noProc)
+	id := f.start(t, runs.StartRequest{Agent: "twice", Prompt: "p"})
+	np := f.start(t, runs.StartRequest{Agent: "noproc", Prompt: "p"})
+	<-second
+	waitFor := func(id string, ok func(*store.Run) bool) *store.Run {
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+			r, err := f.st.GetRun(context.Background(), id)
+			if err == nil && ok(r) {
+				return r
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: %+v %v", id, r, err)
+			}
+		}
+	}
+	r := waitFor(id, func(r *store.Run) bool { return r.LastSeq >= 2 })
+	if r.Status != store.StatusRunning || r.Pid != 4343 || r.Pgid != 4344 {
+		t.Fatalf("after the second process: %s pid %d pgid %d, want running 4343/4344", r.Status, r.Pid, r.Pgid)
+	}
+	r = waitFor(np, func(r *store.Run) bool { return r.LastSeq >= 1 })
+	if r.Status != store.StatusRunning || r.StartedAt.IsZero() || r.Pid != 0 {
+		t.Fatalf("a run without a process after its first event: %+v", r)
+	}
+	close(release)
+	for _, got := range f.await(t, id, np) {
+		if got.Status != store.StatusCompleted {
+			t.Fatalf("ended run %+v", got)
+		}
+	}
+}

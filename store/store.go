@@ -178,8 +178,11 @@ type Store interface {
 	// Status becomes pending and a zero CreatedAt now (both written back to
 	// r); LastSeq is ignored: it is always derived from the events.
 	CreateRun(ctx context.Context, r *Run) error
-	// StartRun moves a pending run to running with its process ids;
-	// ErrNotFound if unknown, ErrConflict if it is not pending.
+	// StartRun moves a pending run to running with its process ids, at
+	// at. For a run already running it replaces the process ids and keeps
+	// the start time: a run may start a second process (the resume
+	// fallback does), and RUN-6 must stop the live one. ErrNotFound if
+	// unknown, ErrConflict if it has ended.
 	StartRun(ctx context.Context, id string, pid, pgid int, at time.Time) error
 	// FinishRun records a run's end in one transaction (LED-3), from
 	// pending or running (a run can end before it ever ran, RUN-6);

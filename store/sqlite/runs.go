@@ -141,11 +141,15 @@ func (s *Store) StartRun(ctx context.Context, id string, pid, pgid int, at time.
 		if err != nil {
 			return err
 		}
-		if st != store.StatusPending {
-			return fmt.Errorf("run is %s: %w", st, store.ErrConflict)
+		switch st {
+		case store.StatusPending:
+			_, err = tx.ExecContext(ctx, `UPDATE runs SET status = 'running', pid = ?, pgid = ?, started_at = ? WHERE id = ?`,
+				pid, pgid, timeArg(at), id)
+		case store.StatusRunning:
+			_, err = tx.ExecContext(ctx, `UPDATE runs SET pid = ?, pgid = ? WHERE id = ?`, pid, pgid, id)
+		default:
+			err = fmt.Errorf("run is %s: %w", st, store.ErrConflict)
 		}
-		_, err = tx.ExecContext(ctx, `UPDATE runs SET status = 'running', pid = ?, pgid = ?, started_at = ? WHERE id = ?`,
-			pid, pgid, timeArg(at), id)
 		return err
 	})
 	if err != nil {

@@ -23,7 +23,8 @@
 //   - AppendEvents for a run that does not exist is ErrNotFound, and a seq
 //     ≤ 0 or out of order within one batch is ErrConflict.
 //   - FinishRun is allowed from pending as well as running; StartRun of a
-//     run that is not pending is ErrConflict.
+//     running run replaces its process ids, of an ended run is
+//     ErrConflict.
 //   - Events, Messages, ToolCalls and Children of an unknown run are empty,
 //     not an error.
 //   - Optional usage fields that are nil stay nil; a pointer to zero stays
