@@ -156,6 +156,11 @@ func TestPRO4_DashboardInBrowser(t *testing.T) {
 		    document.querySelectorAll('#timeline .ev[data-type=text]').length === 4; })()`)
 	b.Screenshot(t, "dashboard.png")
 
+	// A link to a run that does not exist says so.
+	browsertest.Eval[bool](t, b, `(location.hash = '#run=run_nope', true)`)
+	b.Wait(t, "the unknown run reported", `document.getElementById('detail').dataset.runId === 'run_nope' &&
+		document.getElementById('detail-error').textContent.includes('NOT_FOUND')`)
+
 	if errs := b.PageErrors(); len(errs) > 0 {
 		t.Fatalf("the page logged errors: %q", errs)
 	}

@@ -332,6 +332,17 @@ function selectRun(id) {
   $('detail').dataset.runId = id;
   renderDetailHead();
   openTimeline(id);
+  if (!state.runs.has(id)) {
+    // Older than the runs listed (a link, #run=…): fetch its record.
+    api('GET', '/v1/runs/' + encodeURIComponent(id))
+      .then(({ data }) => {
+        if (data && data.run && !state.runs.has(id)) {
+          state.runs.set(id, data.run);
+          queueRender();
+        }
+      })
+      .catch((err) => { if (state.selected === id) $('detail-error').textContent = err.message; });
+  }
 }
 
 function renderDetailHead() {
