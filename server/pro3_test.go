@@ -536,3 +536,42 @@ func TestPRO3_OpenAPI(t *testing.T) {
 		t.Fatalf("served openapi: %d", code)
 	}
 }
+
+// PRO-3: a run the opening catch-up did not list (it ended, or started,
+// while the stream opened) but whose events go on after the cursor is
+// still seen from its first event: the tail sends its earlier events
+// first. The race is staged through the ledger directly.
+func TestPRO3_StreamAllRunStraddlingTheCursor(t *testing.T) {
+	f := newFixture(t, server.Config{})
+	ctx := context.Background()
+	if err := f.st.CreateRun(ctx, &store.Run{ID: "straddle", Agent: "quick", Prompt: "p", Status: store.StatusPending}); err != nil {
+		t.Fatal(err)
+	}
+	ev := func(seq int64) store.Event {
+		js := fmt.Sprintf(`{"type":"text","agent":"quick","timestamp":1,"sessionId":"s","payload":{"content":"%d"},"runId":"straddle","seq":%d}`, seq, seq)
+		return store.Event{RunID: "straddle", Seq: seq, Type: "text", JSON: []byte(js), Time: time.Now()}
+	}
+	if err := f.st.AppendEvents(ctx, []store.Event{ev(1), ev(2)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.st.FinishRun(ctx, store.Finish{RunID: "straddle", Status: store.StatusCompleted, EndedAt: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	resp, sr := f.stream(t, "/v1/stream")
+	defer resp.Body.Close()
+	if e, err := sr.next(); err != nil || e.Type != "synced" {
+		t.Fatalf("first event %+v %v, want synced (no live run)", e, err)
+	}
+	if err := f.st.AppendEvents(ctx, []store.Event{ev(3)}); err != nil {
+		t.Fatal(err)
+	}
+	for seq := 1; seq <= 3; seq++ {
+		e, err := sr.next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if k := runSeq(t, e); k != fmt.Sprintf("straddle/%d", seq) || (seq < 3) != (e.ID == "") {
+			t.Fatalf("event %d: %s id %q", seq, k, e.ID)
+		}
+	}
+}

@@ -196,10 +196,29 @@ func (s *Server) handleStreamAll(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	st := startStream(w)
-	if !resume && (!s.catchUp(ctx, st, live, after) || st.event(strconv.FormatInt(after, 10), "synced", []byte("{}")) != nil) {
+	if resume {
+		s.tail(ctx, st, after, nil)
 		return
 	}
-	s.tail(ctx, st, after)
+	if !s.catchUp(ctx, st, live, after) || st.event(strconv.FormatInt(after, 10), "synced", []byte("{}")) != nil {
+		return
+	}
+	// A run that ended between reading the cursor and listing the live
+	// runs, or started between the two, has events on both sides of the
+	// cursor: when the tail meets such a run mid-way, its earlier events
+	// go first, so every run is seen from its first event.
+	known := make(map[string]bool, len(live))
+	for _, r := range live {
+		known[r.ID] = true
+	}
+	synced := after
+	s.tail(ctx, st, after, func(ev store.Event) bool {
+		if known[ev.RunID] {
+			return true
+		}
+		known[ev.RunID] = true
+		return ev.Seq == 1 || s.catchUp(ctx, st, []store.Run{{ID: ev.RunID}}, synced)
+	})
 }
 
 // catchUp sends, without ids, the events of runs up to cursor, oldest run
@@ -231,10 +250,11 @@ func (s *Server) catchUp(ctx context.Context, st *sse, runs []store.Run, cursor 
 }
 
 // tail sends every event after cursor as it is recorded, with id = its
-// cursor, until ctx ends or the client is gone. Events of this server's
-// runs wake it at once, others' within Poll; idle, it sends heartbeats.
-// A failed ledger read is retried at the next wake-up.
-func (s *Server) tail(ctx context.Context, st *sse, cursor int64) {
+// cursor, until ctx ends or the client is gone. before, if set, is called
+// ahead of each event and may send what must precede it. Events of this
+// server's runs wake it at once, others' within Poll; idle, it sends
+// heartbeats. A failed ledger read is retried at the next wake-up.
+func (s *Server) tail(ctx context.Context, st *sse, cursor int64, before func(store.Event) bool) {
 	const page = 1000
 	tick := time.NewTicker(s.cfg.Poll)
 	defer tick.Stop()
@@ -243,6 +263,9 @@ func (s *Server) tail(ctx context.Context, st *sse, cursor int64) {
 		recorded := s.sup.EventsRecorded() // taken before reading, so no wake-up is missed
 		evs, _ := s.st.EventsAfter(ctx, cursor, page)
 		for _, ev := range evs {
+			if before != nil && !before(ev) {
+				return
+			}
 			if st.event(strconv.FormatInt(ev.Cursor, 10), string(ev.Type), ev.JSON) != nil {
 				return
 			}
