@@ -102,7 +102,7 @@ func TestPRO1_ServeStdioChildProcess(t *testing.T) {
 		case <-ctx.Done():
 			t.Fatalf("timed out with done events %v; drover stderr:\n%s", dones, stderr.String())
 		}
-		if ev.Lagged != nil {
+		if ev.Lagged != nil || ev.Synced != nil {
 			continue
 		}
 		e := ev.Event

@@ -112,6 +112,7 @@ func (c *Client) dispatch(line []byte) {
 		Result       json.RawMessage `json:"result"`
 		Error        *Error          `json:"error"`
 		Subscription string          `json:"subscription"`
+		Cursor       int64           `json:"cursor"`
 		Event        json.RawMessage `json:"event"`
 	}
 	if json.Unmarshal(line, &msg) != nil {
@@ -122,7 +123,7 @@ func (c *Client) dispatch(line []byte) {
 		s := c.subs[msg.Subscription]
 		c.mu.Unlock()
 		if s != nil {
-			s.push(msg.Event)
+			s.push(msg.Event, msg.Cursor)
 		}
 		return
 	}
@@ -313,8 +314,16 @@ type Event struct {
 	// Raw is the event object exactly as sent.
 	Raw json.RawMessage
 	// Lagged is set for a lagged notice: the events of Lagged.RunID after
-	// Lagged.AfterSeq follow, read from the ledger.
+	// Lagged.AfterSeq (of all runs after Lagged.AfterCursor) follow, read
+	// from the ledger.
 	Lagged *Lagged
+	// Synced is set for the notice of an all-runs subscription that the
+	// runs live when it began are caught up.
+	Synced *Synced
+	// Cursor is the event's ledger cursor in an all-runs subscription (0
+	// for catch-up events and notices): subscribe again with AfterCursor
+	// set to the last one to resume.
+	Cursor int64
 }
 
 // Subscription is one subscription of a Client.
@@ -327,7 +336,7 @@ type Subscription struct {
 	stopOnce sync.Once
 
 	mu    sync.Mutex
-	queue []json.RawMessage
+	queue []received
 	wake  chan struct{}
 	ended bool
 }
@@ -349,9 +358,15 @@ func (s *Subscription) ID() string { return s.id }
 // is closed after Unsubscribe or when the client closes.
 func (s *Subscription) Events() <-chan Event { return s.ch }
 
-func (s *Subscription) push(raw json.RawMessage) {
+// received is one event line of a subscription.
+type received struct {
+	raw    json.RawMessage
+	cursor int64
+}
+
+func (s *Subscription) push(raw json.RawMessage, cursor int64) {
 	s.mu.Lock()
-	s.queue = append(s.queue, raw)
+	s.queue = append(s.queue, received{raw, cursor})
 	s.mu.Unlock()
 	s.poke()
 }
@@ -382,18 +397,26 @@ func (s *Subscription) pump() {
 		q, ended := s.queue, s.ended
 		s.queue = nil
 		s.mu.Unlock()
-		for _, raw := range q {
-			ev := Event{Raw: raw}
+		for _, rc := range q {
+			raw := rc.raw
+			ev := Event{Raw: raw, Cursor: rc.cursor}
 			var head struct {
 				Type string `json:"type"`
 			}
 			_ = json.Unmarshal(raw, &head)
-			if head.Type == TypeLagged {
+			switch head.Type {
+			case TypeLagged:
 				var l Lagged
 				_ = json.Unmarshal(raw, &l)
 				ev.Lagged = &l
-			} else if err := json.Unmarshal(raw, &ev.Event); err != nil {
-				continue
+			case TypeSynced:
+				var sy Synced
+				_ = json.Unmarshal(raw, &sy)
+				ev.Synced = &sy
+			default:
+				if err := json.Unmarshal(raw, &ev.Event); err != nil {
+					continue
+				}
 			}
 			select {
 			case s.ch <- ev:

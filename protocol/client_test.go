@@ -166,3 +166,47 @@ func TestClient_CloseCancelsRuns(t *testing.T) {
 		t.Fatalf("call after Close: %v", err)
 	}
 }
+
+// PRO-1: the Go client of an all-runs subscription gets the synced notice,
+// then events with increasing cursors, and resumes with AfterCursor.
+func TestClient_SubscribeAllCursor(t *testing.T) {
+	f := newFixture(t, protocol.Config{})
+	c, _ := f.connect(t)
+	ctx := context.Background()
+	sub, err := c.Subscribe(ctx, protocol.SubscribeParams{All: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := <-sub.Events()
+	if first.Synced == nil {
+		t.Fatalf("first: %+v, want the synced notice", first)
+	}
+	run, err := c.Run(ctx, protocol.RunParams{Agent: "quick", Prompt: "2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cursors []int64
+	for ev := range sub.Events() {
+		if ev.Event.RunID != run.RunID || ev.Cursor <= 0 || (len(cursors) > 0 && ev.Cursor <= cursors[len(cursors)-1]) {
+			t.Fatalf("event %+v after cursors %v", ev, cursors)
+		}
+		cursors = append(cursors, ev.Cursor)
+		if ev.Event.Type == drover.TypeDone {
+			break
+		}
+	}
+	if err := sub.Unsubscribe(ctx); err != nil {
+		t.Fatal(err)
+	}
+	again, err := c.Subscribe(ctx, protocol.SubscribeParams{All: true, AfterCursor: &cursors[0]})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev := <-again.Events()
+	if ev.Cursor != cursors[1] || ev.Event.Seq != 2 {
+		t.Fatalf("resumed after %d: %+v, want cursor %d (seq 2)", cursors[0], ev, cursors[1])
+	}
+	if err := again.Unsubscribe(ctx); err != nil {
+		t.Fatal(err)
+	}
+}

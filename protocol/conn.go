@@ -9,7 +9,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/drover-run/drover/store"
+	"github.com/drover-run/drover/runs"
 )
 
 // Conn is one JSON-lines connection over a Server, whatever carries the
@@ -345,6 +345,13 @@ func (c *Conn) subscribe(ctx context.Context, params []byte) (any, error) {
 	if p.AfterSeq < 0 {
 		return nil, errorf(CodeValidation, "afterSeq must not be negative")
 	}
+	from := int64(runs.FromLive)
+	if p.AfterCursor != nil {
+		if !p.All || *p.AfterCursor < 0 {
+			return nil, errorf(CodeValidation, "afterCursor goes with all:true and must not be negative")
+		}
+		from = *p.AfterCursor
+	}
 	for _, id := range p.Runs {
 		if _, err := c.s.st.GetRun(ctx, id); err != nil {
 			return nil, toError(err)
@@ -370,7 +377,7 @@ func (c *Conn) subscribe(ctx context.Context, params []byte) (any, error) {
 			return
 		}
 		if p.All {
-			c.watchAll(sub)
+			c.followLog(sub, from)
 			return
 		}
 		var followers sync.WaitGroup
@@ -423,7 +430,7 @@ func (c *Conn) follow(sub *subscription, runID string, after int64) {
 				break
 			}
 			select {
-			case c.out <- eventLine(sub.id, ev.JSON):
+			case c.out <- eventLine(sub.id, 0, ev.JSON):
 				after = ev.Seq
 			default:
 				lagged = true
@@ -452,64 +459,75 @@ func (c *Conn) follow(sub *subscription, runID string, after int64) {
 		}
 		note, _ := json.Marshal(Lagged{Type: TypeLagged, RunID: runID, AfterSeq: after})
 		select {
-		case c.out <- eventLine(sub.id, note):
+		case c.out <- eventLine(sub.id, 0, note):
 		case <-sub.ctx.Done():
 			return
 		}
 	}
 }
 
-// watchAll follows every run that is live when the subscription starts or
-// created after it. New runs of this supervisor are seen at once
-// (RunsChanged); runs of other processes sharing the ledger within Poll.
-func (c *Conn) watchAll(sub *subscription) {
-	const margin = 10 * time.Second // a run's CreatedAt is taken just before it is recorded
-	t0 := time.Now()
-	since := t0.Add(-margin)
-	seen := map[string]time.Time{}
-	var followers sync.WaitGroup
-	defer followers.Wait()
-	add := func(r store.Run, live bool) {
-		if _, ok := seen[r.ID]; ok {
+// followLog sends the ledger's log of all runs (runs.Supervisor.FollowLog)
+// from cursor into the queue, each tailed event with its cursor. Catch-up
+// events and the synced notice have no cursor to resume from, so they wait
+// for room; a tailed event that finds the queue full pauses the
+// subscription, which sends a lagged notice once there is room and
+// resumes from the ledger after the last cursor sent: no gap, no
+// duplicate, and no run held up.
+func (c *Conn) followLog(sub *subscription, cursor int64) {
+	for {
+		lagged, failed := false, false
+		for ev, err := range c.s.sup.FollowLog(sub.ctx, cursor) {
+			if err != nil {
+				failed = true
+				break
+			}
+			if ev.Cursor == 0 || ev.RunID == "" {
+				line := eventLine(sub.id, 0, ev.JSON)
+				if ev.RunID == "" { // the end of the catch-up
+					note, _ := json.Marshal(Synced{Type: TypeSynced, Cursor: ev.Cursor})
+					line = eventLine(sub.id, 0, note)
+				}
+				select {
+				case c.out <- line:
+				case <-sub.ctx.Done():
+					return
+				}
+				if ev.RunID == "" {
+					cursor = ev.Cursor
+				}
+				continue
+			}
+			select {
+			case c.out <- eventLine(sub.id, ev.Cursor, ev.JSON):
+				cursor = ev.Cursor
+			default:
+				lagged = true
+			}
+			if lagged {
+				break
+			}
+		}
+		if sub.ctx.Err() != nil {
 			return
 		}
-		seen[r.ID] = r.CreatedAt
-		// Runs that ended before the subscription are not its business.
-		if live || !r.CreatedAt.Before(t0) || !r.Status.Terminal() {
-			followers.Go(func() { c.follow(sub, r.ID, 0) })
-		}
-	}
-	changed := c.s.sup.RunsChanged()
-	if rs, err := c.s.st.ListRuns(sub.ctx, store.RunFilter{Status: []store.RunStatus{store.StatusPending, store.StatusRunning}}); err == nil {
-		for _, r := range rs {
-			add(r, true)
-		}
-	}
-	tick := time.NewTicker(c.s.cfg.Poll)
-	defer tick.Stop()
-	for {
-		rs, err := c.s.st.ListRuns(sub.ctx, store.RunFilter{Since: since})
-		if err == nil {
-			newest := since
-			for i := len(rs) - 1; i >= 0; i-- { // oldest first
-				add(rs[i], false)
-				if rs[i].CreatedAt.Add(-margin).After(newest) {
-					newest = rs[i].CreatedAt.Add(-margin)
-				}
+		if failed {
+			// The ledger could not be read: try again shortly from the
+			// same cursor, rather than end the subscription silently.
+			select {
+			case <-time.After(c.s.cfg.Poll):
+			case <-sub.ctx.Done():
+				return
 			}
-			since = newest
-			for id, at := range seen {
-				if at.Before(since) {
-					delete(seen, id)
-				}
-			}
+			continue
 		}
+		if !lagged || !c.waitRoom(sub.ctx) {
+			return
+		}
+		note, _ := json.Marshal(laggedLog{Type: TypeLagged, AfterCursor: cursor})
 		select {
-		case <-changed:
-		case <-tick.C:
+		case c.out <- eventLine(sub.id, 0, note):
 		case <-sub.ctx.Done():
 			return
 		}
-		changed = c.s.sup.RunsChanged()
 	}
 }

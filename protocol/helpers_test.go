@@ -125,6 +125,7 @@ type line struct {
 	Result       json.RawMessage  `json:"result"`
 	Error        *protocol.Error  `json:"error"`
 	Subscription string           `json:"subscription"`
+	Cursor       int64            `json:"cursor"`
 	Event        *json.RawMessage `json:"event"`
 	raw          string
 }
@@ -179,6 +180,18 @@ func (w *wire) next() line {
 	return l
 }
 
+// nextEvent returns the next event line: one kept aside by response, else
+// the next line read.
+func (w *wire) nextEvent() line {
+	w.t.Helper()
+	if len(w.events) > 0 {
+		l := w.events[0]
+		w.events = w.events[1:]
+		return l
+	}
+	return w.next()
+}
+
 // response reads lines until the response to id, keeping events aside.
 func (w *wire) response(id string) line {
 	w.t.Helper()
@@ -229,6 +242,14 @@ func ues(t *testing.T, l line) drover.Event {
 		t.Fatalf("event %s: %v", *l.Event, err)
 	}
 	return ev
+}
+
+func isSynced(l line) (protocol.Synced, bool) {
+	var sy protocol.Synced
+	if l.Event == nil || json.Unmarshal(*l.Event, &sy) != nil || sy.Type != protocol.TypeSynced {
+		return sy, false
+	}
+	return sy, true
 }
 
 func isLagged(l line) (protocol.Lagged, bool) {

@@ -279,14 +279,22 @@ func TestPRO1_SubscribeAll(t *testing.T) {
 	w.call("4", `{"id":4,"op":"cancel","runId":"`+live+`"}`, nil)
 	want := map[string]int64{a.RunID: 6, b.RunID: 2, live: 2}
 	seqs := map[string]int64{}
+	synced := 0
+	var cursor int64
 	for ended := 0; ended < len(want); {
-		var ev drover.Event
-		if len(w.events) > 0 {
-			ev = ues(t, w.events[0])
-			w.events = w.events[1:]
-		} else {
-			ev = ues(t, w.next())
+		l := w.nextEvent()
+		if sy, ok := isSynced(l); ok {
+			synced++
+			cursor = sy.Cursor
+			continue
 		}
+		if l.Cursor != 0 {
+			if synced == 0 || l.Cursor <= cursor {
+				t.Fatalf("line %s: cursor %d before synced or not after %d", l.raw, l.Cursor, cursor)
+			}
+			cursor = l.Cursor
+		}
+		ev := ues(t, l)
 		if _, ok := want[ev.RunID]; !ok {
 			t.Fatalf("event of run %s, which is not live or new", ev.RunID)
 		}
@@ -302,6 +310,65 @@ func TestPRO1_SubscribeAll(t *testing.T) {
 		if seqs[id] != n {
 			t.Errorf("run %s: %d events, want %d", id, seqs[id], n)
 		}
+	}
+	if synced != 1 {
+		t.Errorf("%d synced notices, want 1", synced)
+	}
+}
+
+// PRO-1: an all-runs subscription resumes with afterCursor: a new
+// subscription from the cursor of the last line received gets every event
+// recorded since, of every run, once, including runs that started and
+// ended in between.
+func TestPRO1_SubscribeAllResume(t *testing.T) {
+	f := newFixture(t, protocol.Config{})
+	w := f.dial(t)
+	var sub protocol.SubscribeResult
+	w.call("1", `{"id":1,"op":"subscribe","all":true}`, &sub)
+	var a protocol.RunResult
+	w.call("2", `{"id":2,"op":"run","agent":"quick","prompt":"3"}`, &a)
+	got := map[string]bool{}
+	var cursor int64
+	for len(got) < 2 {
+		l := w.nextEvent()
+		if _, ok := isSynced(l); ok {
+			continue
+		}
+		ev := ues(t, l)
+		got[fmt.Sprintf("%s/%d", ev.RunID, ev.Seq)] = true
+		cursor = l.Cursor
+	}
+	w.call("3", `{"id":3,"op":"unsubscribe","subscription":"`+sub.Subscription+`"}`, nil)
+	await(t, f.sup, a.RunID)
+	b, _ := f.sup.Start(context.Background(), runsReq("quick", "1"))
+	await(t, f.sup, b)
+
+	w.events = nil // the first subscription's lines, unsubscribed
+	w.call("4", fmt.Sprintf(`{"id":4,"op":"subscribe","all":true,"afterCursor":%d}`, cursor), nil)
+	for len(got) < 4+2 { // a: 3 texts and done; b: 1 text and done
+		l := w.nextEvent()
+		if _, ok := isSynced(l); ok {
+			t.Fatalf("a resumed subscription sent synced: %s", l.raw)
+		}
+		if l.Cursor <= cursor {
+			t.Fatalf("line %s: cursor not after %d", l.raw, cursor)
+		}
+		cursor = l.Cursor
+		ev := ues(t, l)
+		k := fmt.Sprintf("%s/%d", ev.RunID, ev.Seq)
+		if got[k] {
+			t.Fatalf("%s delivered twice", k)
+		}
+		got[k] = true
+	}
+	for _, k := range []string{a.RunID + "/4", b + "/2"} {
+		if !got[k] {
+			t.Fatalf("%s missing: %v", k, got)
+		}
+	}
+	w.send(`{"id":5,"op":"subscribe","runs":["` + b + `"],"afterCursor":3}`)
+	if l := w.response("5"); l.Error == nil || l.Error.Code != protocol.CodeValidation {
+		t.Fatalf("afterCursor without all: %s", l.raw)
 	}
 }
 

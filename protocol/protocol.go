@@ -230,9 +230,13 @@ type SubscribeParams struct {
 	// Runs are followed from AfterSeq (their whole history with 0).
 	Runs     []string `json:"runs,omitempty"`
 	AfterSeq int64    `json:"afterSeq,omitempty"`
-	// All follows every run that is live now or starts later, each from
-	// its first event.
+	// All follows every run: without AfterCursor, the runs live now (each
+	// from its first event), then a "synced" notice, then every event of
+	// every run as it is recorded, each line with its ledger cursor.
 	All bool `json:"all,omitempty"`
+	// AfterCursor, with All, resumes: every event recorded after that
+	// cursor (the "cursor" of the last line received), of every run.
+	AfterCursor *int64 `json:"afterCursor,omitempty"`
 }
 
 // SubscribeResult is the result of "subscribe".
@@ -252,10 +256,30 @@ const TypeLagged = "lagged"
 // Lagged is the event of a lagged notice: delivery of RunID's events
 // paused after AfterSeq; the ones after it follow next, read from the
 // ledger, with no gap and no duplicate.
+// An all-runs subscription's notice has AfterCursor instead of RunID and
+// AfterSeq: delivery paused after that cursor.
 type Lagged struct {
-	Type     string `json:"type"` // "lagged"
-	RunID    string `json:"runId"`
-	AfterSeq int64  `json:"afterSeq"`
+	Type        string `json:"type"` // "lagged"
+	RunID       string `json:"runId,omitempty"`
+	AfterSeq    int64  `json:"afterSeq"`
+	AfterCursor int64  `json:"afterCursor,omitempty"`
+}
+
+// laggedLog is the lagged notice of an all-runs subscription.
+type laggedLog struct {
+	Type        string `json:"type"`
+	AfterCursor int64  `json:"afterCursor"`
+}
+
+// TypeSynced is the type of the notice an all-runs subscription sends once
+// it has sent the events so far of the runs live when it began.
+const TypeSynced = "synced"
+
+// Synced is the event of a synced notice: the live runs were caught up to
+// Cursor; resuming after Cursor (AfterCursor) continues from there.
+type Synced struct {
+	Type   string `json:"type"` // "synced"
+	Cursor int64  `json:"cursor"`
 }
 
 // response is one response line.
@@ -265,13 +289,18 @@ type response struct {
 	Error  *Error          `json:"error,omitempty"`
 }
 
-// eventLine is a subscription's event line; ev is sent verbatim.
-func eventLine(sub string, ev json.RawMessage) []byte {
+// eventLine is a subscription's event line; ev is sent verbatim, with the
+// event's ledger cursor when not 0 (all-runs subscriptions).
+func eventLine(sub string, cursor int64, ev json.RawMessage) []byte {
 	var b bytes.Buffer
-	b.Grow(len(ev) + len(sub) + 32)
+	b.Grow(len(ev) + len(sub) + 48)
 	b.WriteString(`{"subscription":`)
 	s, _ := json.Marshal(sub)
 	b.Write(s)
+	if cursor > 0 {
+		b.WriteString(`,"cursor":`)
+		b.WriteString(strconv.FormatInt(cursor, 10))
+	}
 	b.WriteString(`,"event":`)
 	b.Write(ev)
 	b.WriteByte('}')

@@ -232,8 +232,7 @@ func TestPRO3_StreamHeartbeat(t *testing.T) {
 // events so far, without ids), says "synced", then carries every event of
 // every run, with id = the event's ledger cursor, increasing.
 func TestPRO3_StreamAll(t *testing.T) {
-	// Poll is long: only the supervisor's EventsRecorded can wake the tail.
-	f := newFixture(t, server.Config{Poll: time.Hour})
+	f := newFixture(t, server.Config{})
 	ended := f.start(t, "quick", "2")
 	f.await(t, ended)
 	gate := make(chan struct{})

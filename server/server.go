@@ -51,8 +51,9 @@ type Config struct {
 	Heartbeat time.Duration
 	// MaxBody bounds a request body, in bytes; 0 means 1 MiB.
 	MaxBody int64
-	// Poll is how often GET /v1/stream looks for runs started by other
-	// processes sharing the ledger; 0 means 1 s.
+	// Poll is how often GET /v1/runs/stream looks for changes made by
+	// other processes sharing the ledger, and how soon a stream retries a
+	// failed ledger read; 0 means 1 s.
 	Poll time.Duration
 }
 

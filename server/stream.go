@@ -5,13 +5,13 @@ import (
 	"context"
 	"errors"
 	"net/http"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/drover-run/drover/protocol"
+	"github.com/drover-run/drover/runs"
 	"github.com/drover-run/drover/store"
 )
 
@@ -168,123 +168,74 @@ func (s *Server) handleStream(w http.ResponseWriter, r *http.Request) {
 }
 
 // handleStreamAll: GET /v1/stream — the events of every run, from the
-// ledger's log (store.Store.EventsAfter), with id = the event's cursor.
+// ledger's log (runs.Supervisor.FollowLog), with id = the event's cursor.
 // Without Last-Event-ID (or ?after=) it starts with the runs live now:
-// their events so far, then "event: synced" carrying the cursor they
-// reach; after that, every event of any run as it is recorded. With
-// Last-Event-ID: N, it sends every event after cursor N. It ends when the
-// client or the server goes away.
+// their events so far (no id), then "event: synced" carrying the cursor
+// they reach; after that, every event of any run as it is recorded. With
+// Last-Event-ID: N it sends every event after cursor N. It ends when the
+// client or the server goes away; a failed ledger read is retried from
+// the last cursor sent.
 func (s *Server) handleStreamAll(w http.ResponseWriter, r *http.Request) {
 	after, err := resumeAfter(r)
 	if err != nil {
 		writeErr(w, err)
 		return
 	}
-	resume := r.Header.Get("Last-Event-ID") != "" || r.URL.Query().Get("after") != ""
+	if r.Header.Get("Last-Event-ID") == "" && r.URL.Query().Get("after") == "" {
+		after = runs.FromLive
+	}
 	ctx, cancel := s.requestContext(r)
 	defer cancel()
-	var live []store.Run
-	if !resume {
-		// The cursor is read before the live runs: a run that starts in
-		// between has all its events after the cursor, so it is tailed.
-		if after, err = s.st.LastCursor(ctx); err == nil {
-			live, err = s.st.ListRuns(ctx, store.RunFilter{Status: []store.RunStatus{store.StatusPending, store.StatusRunning}})
-		}
-		if err != nil {
-			writeErr(w, err)
-			return
-		}
-	}
 	st := startStream(w)
-	if resume {
-		s.tail(ctx, st, after, nil)
-		return
-	}
-	if !s.catchUp(ctx, st, live, after) || st.event(strconv.FormatInt(after, 10), "synced", []byte("{}")) != nil {
-		return
-	}
-	// A run that ended between reading the cursor and listing the live
-	// runs, or started between the two, has events on both sides of the
-	// cursor: when the tail meets such a run mid-way, its earlier events
-	// go first, so every run is seen from its first event.
-	known := make(map[string]bool, len(live))
-	for _, r := range live {
-		known[r.ID] = true
-	}
-	synced := after
-	s.tail(ctx, st, after, func(ev store.Event) bool {
-		if known[ev.RunID] {
-			return true
-		}
-		known[ev.RunID] = true
-		return ev.Seq == 1 || s.catchUp(ctx, st, []store.Run{{ID: ev.RunID}}, synced)
-	})
-}
-
-// catchUp sends, without ids, the events of runs up to cursor, oldest run
-// first; the "synced" event after them carries the cursor to resume from.
-func (s *Server) catchUp(ctx context.Context, st *sse, runs []store.Run, cursor int64) bool {
-	const page = 1000
-	slices.SortStableFunc(runs, func(a, b store.Run) int { return a.CreatedAt.Compare(b.CreatedAt) })
-	for _, r := range runs {
-		for seq := int64(0); ; {
-			evs, err := s.st.Events(ctx, r.ID, seq, page)
-			if err != nil {
-				return false
-			}
-			for _, ev := range evs {
-				if ev.Cursor > cursor {
+	hb := time.NewTicker(s.cfg.Heartbeat)
+	defer hb.Stop()
+	// The log is read on its own goroutine so that heartbeats go out
+	// while it waits for events; it is owned here and ended with ctx.
+	evs := make(chan store.Event)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer cancel()
+	wg.Go(func() {
+		for {
+			for ev, err := range s.sup.FollowLog(ctx, after) {
+				if err != nil {
 					break
 				}
-				if st.event("", string(ev.Type), ev.JSON) != nil {
-					return false
+				select {
+				case evs <- ev:
+				case <-ctx.Done():
+					return
+				}
+				if ev.Cursor > 0 {
+					after = ev.Cursor
 				}
 			}
-			if len(evs) < page || evs[len(evs)-1].Cursor > cursor {
-				break
+			select {
+			case <-time.After(s.cfg.Poll):
+			case <-ctx.Done():
+				return
 			}
-			seq = evs[len(evs)-1].Seq
 		}
-	}
-	return true
-}
-
-// tail sends every event after cursor as it is recorded, with id = its
-// cursor, until ctx ends or the client is gone. before, if set, is called
-// ahead of each event and may send what must precede it. Events of this
-// server's runs wake it at once, others' within Poll; idle, it sends
-// heartbeats. A failed ledger read is retried at the next wake-up.
-func (s *Server) tail(ctx context.Context, st *sse, cursor int64, before func(store.Event) bool) {
-	const page = 1000
-	tick := time.NewTicker(s.cfg.Poll)
-	defer tick.Stop()
-	quiet := time.Now()
+	})
 	for {
-		recorded := s.sup.EventsRecorded() // taken before reading, so no wake-up is missed
-		evs, _ := s.st.EventsAfter(ctx, cursor, page)
-		for _, ev := range evs {
-			if before != nil && !before(ev) {
+		select {
+		case ev := <-evs:
+			var err error
+			switch {
+			case ev.RunID == "": // FollowLog's marker: caught up
+				err = st.event(strconv.FormatInt(ev.Cursor, 10), "synced", []byte("{}"))
+			case ev.Cursor == 0: // a catch-up event, out of the log's order
+				err = st.event("", string(ev.Type), ev.JSON)
+			default:
+				err = st.event(strconv.FormatInt(ev.Cursor, 10), string(ev.Type), ev.JSON)
+			}
+			if err != nil {
 				return
 			}
-			if st.event(strconv.FormatInt(ev.Cursor, 10), string(ev.Type), ev.JSON) != nil {
-				return
-			}
-			cursor = ev.Cursor
-		}
-		switch {
-		case len(evs) == page:
-			continue // more are waiting
-		case len(evs) > 0:
-			quiet = time.Now()
-		case time.Since(quiet) >= s.cfg.Heartbeat:
+		case <-hb.C:
 			if st.ping() != nil {
 				return
 			}
-			quiet = time.Now()
-		}
-		select {
-		case <-recorded:
-		case <-tick.C:
 		case <-ctx.Done():
 			return
 		}
