@@ -49,7 +49,7 @@ func (s *Supervisor) FollowLog(ctx context.Context, cursor int64) iter.Seq2[stor
 			known = make(map[string]bool, len(live))
 			for _, r := range live {
 				known[r.ID] = true
-				if !s.catchUp(ctx, r.ID, 0, cursor, yield) {
+				if !s.catchUp(ctx, r.ID, cursor, yield) {
 					return
 				}
 			}
@@ -69,7 +69,7 @@ func (s *Supervisor) FollowLog(ctx context.Context, cursor int64) iter.Seq2[stor
 			for _, ev := range evs {
 				if known != nil && !known[ev.RunID] {
 					known[ev.RunID] = true
-					if ev.Seq > 1 && !s.catchUp(ctx, ev.RunID, 0, synced, yield) {
+					if ev.Seq > 1 && !s.catchUp(ctx, ev.RunID, synced, yield) {
 						return
 					}
 				}
@@ -95,11 +95,12 @@ func (s *Supervisor) FollowLog(ctx context.Context, cursor int64) iter.Seq2[stor
 	}
 }
 
-// catchUp yields runID's events after afterSeq with a cursor ≤ upto, with
-// Cursor 0 (they are out of the log's order); false if the consumer
-// stopped or the ledger failed (then the error was yielded).
-func (s *Supervisor) catchUp(ctx context.Context, runID string, afterSeq, upto int64, yield func(store.Event, error) bool) bool {
+// catchUp yields runID's events with a cursor ≤ upto, with Cursor 0 (they
+// are out of the log's order); false if the consumer stopped or the ledger
+// failed (then the error was yielded).
+func (s *Supervisor) catchUp(ctx context.Context, runID string, upto int64, yield func(store.Event, error) bool) bool {
 	const page = 1000
+	var afterSeq int64
 	for {
 		evs, err := s.st.Events(ctx, runID, afterSeq, page)
 		if err != nil {

@@ -111,9 +111,10 @@ func (s *Server) follow(ctx context.Context, runID string, after int64, out chan
 	}
 }
 
-// pump writes the events from evs to the stream with heartbeats, until
-// evs is closed (true) or the client or the server goes away.
-func (s *Server) pump(ctx context.Context, st *sse, evs <-chan store.Event, id func(store.Event) string) {
+// pump writes the events from evs to the stream with send, with
+// heartbeats, until evs is closed, send fails, or the client or the server
+// goes away.
+func (s *Server) pump(ctx context.Context, st *sse, evs <-chan store.Event, send func(store.Event) error) {
 	hb := time.NewTicker(s.cfg.Heartbeat)
 	defer hb.Stop()
 	for {
@@ -122,7 +123,7 @@ func (s *Server) pump(ctx context.Context, st *sse, evs <-chan store.Event, id f
 			if !ok {
 				return
 			}
-			if st.event(id(ev), string(ev.Type), ev.JSON) != nil {
+			if send(ev) != nil {
 				return
 			}
 		case <-hb.C:
@@ -164,7 +165,9 @@ func (s *Server) handleStream(w http.ResponseWriter, r *http.Request) {
 			close(evs)
 		}
 	})
-	s.pump(ctx, st, evs, func(ev store.Event) string { return strconv.FormatInt(ev.Seq, 10) })
+	s.pump(ctx, st, evs, func(ev store.Event) error {
+		return st.event(strconv.FormatInt(ev.Seq, 10), string(ev.Type), ev.JSON)
+	})
 }
 
 // handleStreamAll: GET /v1/stream — the events of every run, from the
@@ -187,8 +190,6 @@ func (s *Server) handleStreamAll(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := s.requestContext(r)
 	defer cancel()
 	st := startStream(w)
-	hb := time.NewTicker(s.cfg.Heartbeat)
-	defer hb.Stop()
 	// The log is read on its own goroutine so that heartbeats go out
 	// while it waits for events; it is owned here and ended with ctx.
 	evs := make(chan store.Event)
@@ -206,7 +207,7 @@ func (s *Server) handleStreamAll(w http.ResponseWriter, r *http.Request) {
 				case <-ctx.Done():
 					return
 				}
-				if ev.Cursor > 0 {
+				if ev.RunID == "" || ev.Cursor > 0 { // the marker, or a tailed event
 					after = ev.Cursor
 				}
 			}
@@ -217,29 +218,15 @@ func (s *Server) handleStreamAll(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	})
-	for {
-		select {
-		case ev := <-evs:
-			var err error
-			switch {
-			case ev.RunID == "": // FollowLog's marker: caught up
-				err = st.event(strconv.FormatInt(ev.Cursor, 10), "synced", []byte("{}"))
-			case ev.Cursor == 0: // a catch-up event, out of the log's order
-				err = st.event("", string(ev.Type), ev.JSON)
-			default:
-				err = st.event(strconv.FormatInt(ev.Cursor, 10), string(ev.Type), ev.JSON)
-			}
-			if err != nil {
-				return
-			}
-		case <-hb.C:
-			if st.ping() != nil {
-				return
-			}
-		case <-ctx.Done():
-			return
+	s.pump(ctx, st, evs, func(ev store.Event) error {
+		switch {
+		case ev.RunID == "": // FollowLog's marker: caught up
+			return st.event(strconv.FormatInt(ev.Cursor, 10), "synced", []byte("{}"))
+		case ev.Cursor == 0: // a catch-up event, out of the log's order
+			return st.event("", string(ev.Type), ev.JSON)
 		}
-	}
+		return st.event(strconv.FormatInt(ev.Cursor, 10), string(ev.Type), ev.JSON)
+	})
 }
 
 // onRunsChanged calls scan at once, then each time a run of this
