@@ -27,11 +27,20 @@ type Adapter interface {
 	Run(ctx context.Context, req Request) iter.Seq2[Event, error]
 }
 
-// Request is what an adapter is asked to run.
+// Request is what an adapter is asked to run. The engine fills in
+// Options.SessionID, so an adapter always finds the session id there.
 type Request struct {
-	Prompt    string
-	SessionID string
-	Options   Options
+	Prompt  string
+	Options Options
+}
+
+// ProcessStarted reports a started vendor process to r's
+// Options.ProcessObserver, if any. Adapters call it right after starting
+// the CLI, before its first event.
+func (r Request) ProcessStarted(pid, pgid int) {
+	if fn := r.Options.ProcessObserver; fn != nil {
+		fn(pid, pgid)
+	}
 }
 
 // Availability is what an adapter knows about its vendor CLI (ADP-4).

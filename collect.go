@@ -197,7 +197,7 @@ func runError(s DoneStatus, lastErr *ErrorPayload) *RunError {
 		k = KindAuthFailure
 	case CodeRateLimited, CodeOverloaded:
 		k = KindRateLimit
-	case CodeServerError, CodeModelError, CodeInvalidRequest:
+	case CodeServerError, CodeModelError, CodeBadRequest:
 		k = KindModelError
 	case CodeTimeout, CodeIdleTimeout:
 		k = KindTimeout

@@ -150,16 +150,15 @@ type consumerPanic struct{ v any }
 // stream is the guarded event stream of one run.
 func (e *Engine) stream(ctx context.Context, a Adapter, prompt string, opts Options, runID string) iter.Seq[Event] {
 	return func(yield func(Event) bool) {
-		sid := opts.SessionID
-		if sid == "" {
-			sid = NewSessionID()
+		if opts.SessionID == "" {
+			opts.SessionID = NewSessionID()
 		}
-		g := &guard{agent: a.ID(), sid: sid, runID: runID, yield: yield, start: time.Now(), opts: opts}
+		g := &guard{agent: a.ID(), sid: opts.SessionID, runID: runID, yield: yield, start: time.Now(), opts: opts}
 		if ctx.Err() != nil {
 			g.emitDone(StatusInterrupted)
 			return
 		}
-		g.runAdapter(ctx, a, Request{Prompt: prompt, SessionID: sid, Options: opts})
+		g.runAdapter(ctx, a, Request{Prompt: prompt, Options: opts})
 	}
 }
 

@@ -2,7 +2,9 @@ package drover_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"iter"
 	"slices"
 	"sync/atomic"
@@ -605,12 +607,63 @@ func TestENG004_ConsumerPanicIsNotAnAdapterError(t *testing.T) {
 	}
 }
 
-func TestProcessObserverThroughContext(t *testing.T) {
+// The process observer reaches the adapter as an explicit option, and the
+// request's session id is the one stamped on the run's events.
+func TestProcessObserverAndSessionReachTheAdapter(t *testing.T) {
 	var got [2]int
-	ctx := drover.WithProcessObserver(context.Background(), func(pid, pgid int) { got = [2]int{pid, pgid} })
-	drover.ProcessStarted(ctx, 42, 43)
+	var sid string
+	a := &fake{id: "a", run: func(_ context.Context, req drover.Request, y func(drover.Event, error) bool) {
+		sid = req.Options.SessionID
+		req.ProcessStarted(42, 43)
+		y(done(drover.StatusSuccess), nil)
+	}}
+	evs := runAll(t, engineWith(t, a), context.Background(), "a", drover.Options{
+		ProcessObserver: func(pid, pgid int) { got = [2]int{pid, pgid} }})
 	if got != [2]int{42, 43} {
 		t.Fatalf("observer got %v", got)
 	}
-	drover.ProcessStarted(context.Background(), 1, 1) // no observer: no-op
+	if sid == "" || evs[len(evs)-1].SessionID != sid {
+		t.Fatalf("adapter saw session %q, done has %q", sid, evs[len(evs)-1].SessionID)
+	}
+	drover.Request{}.ProcessStarted(1, 1) // no observer: no-op
+}
+
+// Options travel as JSON with durations as strings, accept milliseconds,
+// drop the observer, and refuse unknown fields.
+func TestOptionsJSON(t *testing.T) {
+	o := drover.Options{Tier: drover.TierDryRun, Timeout: 90 * time.Second, SessionID: "ses_1",
+		ProcessObserver: func(int, int) {}}
+	data, err := json.Marshal(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `{"tier":"dry-run","sessionId":"ses_1","timeout":"1m30s"}`; string(data) != want {
+		t.Fatalf("got %s, want %s", data, want)
+	}
+	var back drover.Options
+	if err := json.Unmarshal([]byte(`{"timeout":1500,"idleTimeout":"2m","maxTurns":3}`), &back); err != nil {
+		t.Fatal(err)
+	}
+	if back.Timeout != 1500*time.Millisecond || back.IdleTimeout != 2*time.Minute || back.MaxTurns != 3 {
+		t.Fatalf("decoded %+v", back)
+	}
+	for _, bad := range []string{`{"maxTurn":3}`, `{"timeout":"soon"}`, `{"timeout":true}`} {
+		if err := json.Unmarshal([]byte(bad), &back); err == nil {
+			t.Errorf("%s accepted", bad)
+		}
+	}
+}
+
+// errors.Is matches an *Error by its code against a bare code.
+func TestErrorIsByCode(t *testing.T) {
+	err := fmt.Errorf("start: %w", &drover.Error{Code: drover.CodeValidation, Message: "bad tier"})
+	if !errors.Is(err, drover.ErrValidation) {
+		t.Fatal("a VALIDATION_ERROR is not ErrValidation")
+	}
+	if errors.Is(err, drover.ErrUnsupportedOption) {
+		t.Fatal("a VALIDATION_ERROR is ErrUnsupportedOption")
+	}
+	if errors.Is(err, &drover.Error{Code: drover.CodeValidation, Message: "other"}) {
+		t.Fatal("a target with a message matched")
+	}
 }

@@ -1,8 +1,11 @@
 package drover
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
 	"slices"
+	"strconv"
 	"time"
 )
 
@@ -26,8 +29,9 @@ const (
 // DefaultTier is the tier of a run that names none.
 const DefaultTier = TierSupervised
 
-// Tiers lists the tiers from least to most permissive.
-var Tiers = []Tier{TierSandbox, TierDryRun, TierSupervised, TierAutonomous}
+// Tiers returns the four tiers from least to most permissive, in a new
+// slice the caller may keep or change.
+func Tiers() []Tier { return []Tier{TierSandbox, TierDryRun, TierSupervised, TierAutonomous} }
 
 // ParseTier accepts a tier name, including the OpenNova trust levels
 // (controlled → supervised, unrestricted → autonomous).
@@ -90,13 +94,21 @@ type Options struct {
 	PartialText bool `json:"partialText,omitempty"`
 	// Binary overrides where the vendor CLI is found.
 	Binary string `json:"binary,omitempty"`
-	// SessionID is the drover session id stamped on every event; empty → a new one.
+	// SessionID is the drover session the run belongs to, stamped on every
+	// event. Engine.Run with none starts a new session id; the supervisor
+	// (runs) continues that session, passing its resume token underneath.
 	SessionID string `json:"sessionId,omitempty"`
-	// Timeout ends the run with error TIMEOUT when it runs longer.
+	// Timeout ends the run with error TIMEOUT when it runs longer; 0 means
+	// none for Engine.Run, the supervisor's default for a supervised run.
+	// On the wire (JSON) it is a duration string ("90s") or milliseconds.
 	Timeout time.Duration `json:"timeout,omitempty"`
 	// IdleTimeout ends the run with error IDLE_TIMEOUT when the agent produces
-	// no event for that long (ADP-6).
+	// no event for that long (ADP-6); JSON as Timeout.
 	IdleTimeout time.Duration `json:"idleTimeout,omitempty"`
+	// ProcessObserver, when set, is told about every vendor process the
+	// adapter starts for the run (see ProcessObserver). Not part of the JSON
+	// form.
+	ProcessObserver ProcessObserver `json:"-"`
 }
 
 // EffectiveTier returns the tier, or DefaultTier when none is set.
@@ -207,5 +219,63 @@ func (c Capabilities) Unsupported(o Options) error {
 	if t := o.EffectiveTier(); !slices.Contains(c.Tiers, t) {
 		return &Error{Code: CodeUnsupportedOption, Message: fmt.Sprintf("tier %s cannot be enforced by this agent", t)}
 	}
+	return nil
+}
+
+// optionsFields is Options without its methods, for the JSON form.
+type optionsFields Options
+
+// optionsWire is the JSON form of Options: its fields, with the two
+// timeouts as durations (the shallower fields win over the embedded ones).
+type optionsWire struct {
+	optionsFields
+	Timeout     wireDuration `json:"timeout,omitempty"`
+	IdleTimeout wireDuration `json:"idleTimeout,omitempty"`
+}
+
+// MarshalJSON writes o with its timeouts as Go duration strings ("1m30s").
+func (o Options) MarshalJSON() ([]byte, error) {
+	return json.Marshal(optionsWire{optionsFields(o), wireDuration(o.Timeout), wireDuration(o.IdleTimeout)})
+}
+
+// UnmarshalJSON reads o, taking each timeout as a duration string ("90s",
+// "10m") or a number of milliseconds. An unknown field is an error: a
+// misspelt option must not make a silently different run.
+func (o *Options) UnmarshalJSON(data []byte) error {
+	var w optionsWire
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&w); err != nil {
+		return fmt.Errorf("options: %w", err)
+	}
+	*o = Options(w.optionsFields)
+	o.Timeout, o.IdleTimeout = time.Duration(w.Timeout), time.Duration(w.IdleTimeout)
+	return nil
+}
+
+// wireDuration is a time.Duration on the wire: written as a duration
+// string, read from one or from a number of milliseconds.
+type wireDuration time.Duration
+
+func (d wireDuration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Duration(d).String()) }
+
+func (d *wireDuration) UnmarshalJSON(b []byte) error {
+	if len(b) > 0 && b[0] == '"' {
+		var s string
+		if err := json.Unmarshal(b, &s); err != nil {
+			return err
+		}
+		v, err := time.ParseDuration(s)
+		if err != nil {
+			return fmt.Errorf("duration %q: want e.g. \"90s\" or a number of milliseconds", s)
+		}
+		*d = wireDuration(v)
+		return nil
+	}
+	ms, err := strconv.ParseFloat(string(b), 64)
+	if err != nil {
+		return fmt.Errorf("duration %s: want e.g. \"90s\" or a number of milliseconds", b)
+	}
+	*d = wireDuration(ms * float64(time.Millisecond))
 	return nil
 }

@@ -68,20 +68,20 @@ func TestPRO1_ServeStdioChildProcess(t *testing.T) {
 		t.Fatal(err)
 	}
 	zero := 0
-	opts := func(name string) *protocol.Options {
+	opts := func(name string) *drover.Options {
 		dir := filepath.Join(t.TempDir(), name)
-		return protocol.NewOptions(drover.Options{
-			Binary: bin, Cwd: t.TempDir(), Tier: drover.TierSupervised,
+		return &drover.Options{
+			Binary: bin, Cwd: t.TempDir(), Tier: drover.TierSupervised, Timeout: 2 * time.Minute,
 			Endpoint:   &drover.Endpoint{BaseURL: url, APIKey: "sk-protocol"},
 			APIRetries: &zero, ConfigDir: filepath.Join(dir, "config"),
 			Env: map[string]string{"HOME": dir, "XDG_CONFIG_HOME": filepath.Join(dir, ".config")},
-		})
+		}
 	}
-	fast, err := c.Run(ctx, protocol.RunParams{Agent: "claude", Prompt: "say hello", Options: opts("fast"), Timeout: protocol.Duration(2 * time.Minute)})
+	fast, err := c.Run(ctx, protocol.RunParams{Agent: "claude", Prompt: "say hello", Options: opts("fast")})
 	if err != nil {
 		t.Fatal(err)
 	}
-	slow, err := c.Run(ctx, protocol.RunParams{Agent: "claude", Prompt: "take your time", Options: opts("slow"), Timeout: protocol.Duration(2 * time.Minute)})
+	slow, err := c.Run(ctx, protocol.RunParams{Agent: "claude", Prompt: "take your time", Options: opts("slow")})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -37,7 +37,7 @@ func TestClient_RunSubscribeAwaitGetListEvents(t *testing.T) {
 	f := newFixture(t, protocol.Config{})
 	c, _ := f.connect(t)
 	ctx := context.Background()
-	run, err := c.Run(ctx, protocol.RunParams{Agent: "quick", Prompt: "5", Options: protocol.NewOptions(drover.Options{Tier: drover.TierDryRun, IdleTimeout: time.Minute}), Timeout: protocol.Duration(time.Minute)})
+	run, err := c.Run(ctx, protocol.RunParams{Agent: "quick", Prompt: "5", Options: &drover.Options{Tier: drover.TierDryRun, IdleTimeout: time.Minute, Timeout: time.Minute}})
 	if err != nil {
 		t.Fatal(err)
 	}

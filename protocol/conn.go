@@ -107,6 +107,9 @@ func (c *Conn) respond(id json.RawMessage, result any, err error) {
 	r := response{ID: id}
 	if err != nil {
 		r.Error = toError(err)
+		if r.Error.Code == CodeInternal || r.Error.Code == CodeRunFailed {
+			c.s.log.Error("request failed", "code", r.Error.Code, "err", r.Error.Message)
+		}
 	} else {
 		r.Result = result
 	}
@@ -301,7 +304,9 @@ func (c *Conn) Shutdown(ctx context.Context) {
 	c.mu.Unlock()
 	bg := context.WithoutCancel(ctx)
 	for _, id := range started {
-		_ = c.s.sup.Cancel(bg, id)
+		if err := c.s.sup.Cancel(bg, id); err != nil {
+			c.s.log.Error("closing connection: could not cancel its run", "run", id, "err", err)
+		}
 	}
 	if len(started) > 0 {
 		_, _ = c.s.sup.Await(ctx, started...)
@@ -426,6 +431,9 @@ func (c *Conn) follow(sub *subscription, runID string, after int64) {
 		lagged, failed := false, false
 		for ev, err := range c.s.sup.Follow(sub.ctx, runID, after) {
 			if err != nil {
+				if sub.ctx.Err() == nil {
+					c.s.log.Warn("subscription: ledger read failed; retrying", "subscription", sub.id, "run", runID, "after", after, "err", err)
+				}
 				failed = true
 				break
 			}
@@ -478,6 +486,9 @@ func (c *Conn) followLog(sub *subscription, cursor int64) {
 		lagged, failed := false, false
 		for ev, err := range c.s.sup.FollowLog(sub.ctx, cursor) {
 			if err != nil {
+				if sub.ctx.Err() == nil {
+					c.s.log.Warn("subscription: ledger read failed; retrying", "subscription", sub.id, "after", cursor, "err", err)
+				}
 				failed = true
 				break
 			}

@@ -30,7 +30,7 @@ type agent struct {
 
 func (a *agent) ID() string { return a.id }
 func (a *agent) Capabilities() drover.Capabilities {
-	return drover.Capabilities{Tiers: drover.Tiers, Resume: true}
+	return drover.Capabilities{Tiers: drover.Tiers(), Resume: true}
 }
 func (a *agent) Available(context.Context) drover.Availability {
 	return drover.Availability{Installed: true}
@@ -95,7 +95,7 @@ func newFixture(t testing.TB, cfg protocol.Config) *fixture {
 			t.Fatal(err)
 		}
 	}
-	sup, err := runs.New(context.Background(), drover.NewEngine(reg), st, runs.Config{AppendAsync: st.Writer().AppendAsync, Poll: 20 * time.Millisecond})
+	sup, err := runs.New(context.Background(), drover.NewEngine(reg), st, runs.Config{Poll: 20 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,7 +106,7 @@ func newFixture(t testing.TB, cfg protocol.Config) *fixture {
 	if cfg.Poll == 0 {
 		cfg.Poll = 50 * time.Millisecond
 	}
-	return &fixture{st: st, sup: sup, srv: protocol.NewServer(sup, st, cfg)}
+	return &fixture{st: st, sup: sup, srv: protocol.NewServer(sup, cfg)}
 }
 
 // wire is a raw JSON-lines connection to Serve over in-memory pipes.
@@ -276,3 +276,9 @@ func runsReq(agent, prompt string) runs.StartRequest {
 }
 
 func newReader(r io.Reader) *bufio.Reader { return bufio.NewReader(r) }
+
+// start starts a run on the fixture's supervisor directly and returns its id.
+func (f *fixture) start(req runs.StartRequest) (string, error) {
+	started, err := f.sup.Start(context.Background(), req)
+	return started.RunID, err
+}

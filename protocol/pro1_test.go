@@ -20,7 +20,7 @@ func TestPRO1_RunAwaitGetListEvents(t *testing.T) {
 	f := newFixture(t, protocol.Config{})
 	w := f.dial(t)
 	var run protocol.RunResult
-	w.call("1", `{"id":1,"op":"run","agent":"quick","prompt":"3","options":{"tier":"dry-run","idleTimeout":"1m"},"timeout":"30s"}`, &run)
+	w.call("1", `{"id":1,"op":"run","agent":"quick","prompt":"3","options":{"tier":"dry-run","idleTimeout":"1m","timeout":"30s"}}`, &run)
 	if !strings.HasPrefix(run.RunID, "run_") || run.SessionID == "" {
 		t.Fatalf("run result %+v", run)
 	}
@@ -122,7 +122,7 @@ func TestPRO1_NotFound(t *testing.T) {
 		`"op":"events","runId":"run_nope"`,
 		`"op":"subscribe","runs":["run_nope"]`,
 		`"op":"unsubscribe","subscription":"sub_9"`,
-		`"op":"run","agent":"quick","prompt":"x","session":"no-such-session"`,
+		`"op":"run","agent":"quick","prompt":"x","options":{"sessionId":"no-such-session"}`,
 	} {
 		id := fmt.Sprint(i)
 		if code := w.fail(id, `{"id":`+id+`,`+req+`}`); code != protocol.CodeNotFound {
@@ -141,7 +141,7 @@ func TestPRO1_Validation(t *testing.T) {
 		`"op":"run","agent":"quick","prompt":"x","options":{"tier":"reckless"}`,
 		`"op":"run","agent":"quick","prompt":"x","options":{"maxTurns":-1}`,
 		`"op":"run","agent":"quick","prompt":"x","parent":"run_nope"`,
-		`"op":"run","agent":"quick","prompt":"x","timeout":-5`,
+		`"op":"run","agent":"quick","prompt":"x","options":{"timeout":-5}`,
 		`"op":"list","status":["sleeping"]`,
 		`"op":"events","runId":"run_x","afterSeq":-1`,
 	} {
@@ -179,7 +179,10 @@ func TestPRO1_MalformedKeepsConnectionUp(t *testing.T) {
 		{`{"id":9,"op":"run","agent":1,"prompt":"x"}`, "9"},
 		{`{"id":9,"op":"run","agent":"quick","prompt":"x","options":{"tier":7}}`, "9"},
 		{`{"id":9,"op":"run","agent":"quick","prompt":"x","options":{"frobnicate":true}}`, "9"},
-		{`{"id":9,"op":"run","agent":"quick","prompt":"x","timeout":"soon"}`, "9"},
+		{`{"id":9,"op":"run","agent":"quick","prompt":"x","options":{"timeout":"soon"}}`, "9"},
+		// Each run setting has one home, in options: top-level copies are refused.
+		{`{"id":9,"op":"run","agent":"quick","prompt":"x","timeout":"30s"}`, "9"},
+		{`{"id":9,"op":"run","agent":"quick","prompt":"x","session":"ses_1"}`, "9"},
 		{`{"id":9,"op":"await"}`, "9"},
 		{`{"id":9,"op":"await","runs":"run_x"}`, "9"},
 		{`{"id":9,"op":"cancel"}`, "9"},
@@ -265,12 +268,12 @@ func TestPRO1_SubscribeRuns(t *testing.T) {
 // order, and live runs from their first event.
 func TestPRO1_SubscribeAll(t *testing.T) {
 	f := newFixture(t, protocol.Config{})
-	old, err := f.sup.Start(context.Background(), runsReq("quick", "1"))
+	old, err := f.start(runsReq("quick", "1"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	await(t, f.sup, old)
-	live, _ := f.sup.Start(context.Background(), runsReq("hang", "x"))
+	live, _ := f.start(runsReq("hang", "x"))
 	w := f.dial(t)
 	w.call("1", `{"id":1,"op":"subscribe","all":true}`, nil)
 	var a, b protocol.RunResult
@@ -340,7 +343,7 @@ func TestPRO1_SubscribeAllResume(t *testing.T) {
 	}
 	w.call("3", `{"id":3,"op":"unsubscribe","subscription":"`+sub.Subscription+`"}`, nil)
 	await(t, f.sup, a.RunID)
-	b, _ := f.sup.Start(context.Background(), runsReq("quick", "1"))
+	b, _ := f.start(runsReq("quick", "1"))
 	await(t, f.sup, b)
 
 	w.events = nil // the first subscription's lines, unsubscribed
@@ -376,7 +379,7 @@ func TestPRO1_SubscribeAllResume(t *testing.T) {
 // cancelled (no orphans), others are not, and Serve returns nil.
 func TestPRO1_EndOfInputCancelsOwnRuns(t *testing.T) {
 	f := newFixture(t, protocol.Config{})
-	other, _ := f.sup.Start(context.Background(), runsReq("hang", "x"))
+	other, _ := f.start(runsReq("hang", "x"))
 	w := f.dial(t)
 	var own protocol.RunResult
 	w.call("1", `{"id":1,"op":"run","agent":"hang","prompt":"x"}`, &own)

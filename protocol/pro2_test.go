@@ -20,7 +20,7 @@ func TestPRO2_SlowSubscriberLaggedThenCatchesUp(t *testing.T) {
 
 	const n = 3000
 	start := time.Now()
-	id, err := f.sup.Start(context.Background(), runsReq("quick", "3000"))
+	id, err := f.start(runsReq("quick", "3000"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,8 +74,8 @@ func TestPRO2_SlowSubscriberLaggedThenCatchesUp(t *testing.T) {
 func TestPRO2_ManyRunsSlowConnection(t *testing.T) {
 	f := newFixture(t, protocol.Config{QueueSize: 16})
 	w := f.dial(t)
-	a, _ := f.sup.Start(context.Background(), runsReq("quick", "500"))
-	b, _ := f.sup.Start(context.Background(), runsReq("quick", "700"))
+	a, _ := f.start(runsReq("quick", "500"))
+	b, _ := f.start(runsReq("quick", "700"))
 	w.call("1", `{"id":1,"op":"subscribe","runs":["`+a+`"]}`, nil)
 	w.call("2", `{"id":2,"op":"subscribe","runs":["`+b+`"]}`, nil)
 	await(t, f.sup, a, b)

@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/drover-run/drover"
+	"github.com/drover-run/drover/runs"
 	"github.com/drover-run/drover/store"
 )
 
@@ -90,81 +91,25 @@ func toError(err error) *Error {
 	return &Error{Code: CodeInternal, Message: err.Error()}
 }
 
-// Duration is a span of time on the wire: a Go duration string ("90s",
-// "10m", "1h30m") or a number of milliseconds. It is sent as a string.
-type Duration time.Duration
-
-// UnmarshalJSON accepts a duration string or a number of milliseconds.
-func (d *Duration) UnmarshalJSON(b []byte) error {
-	if len(b) > 0 && b[0] == '"' {
-		var s string
-		if err := json.Unmarshal(b, &s); err != nil {
-			return err
-		}
-		v, err := time.ParseDuration(s)
-		if err != nil {
-			return fmt.Errorf("duration %q: want e.g. \"90s\" or a number of milliseconds", s)
-		}
-		*d = Duration(v)
-		return nil
-	}
-	ms, err := strconv.ParseFloat(string(b), 64)
-	if err != nil {
-		return fmt.Errorf("duration %s: want e.g. \"90s\" or a number of milliseconds", b)
-	}
-	*d = Duration(ms * float64(time.Millisecond))
-	return nil
-}
-
-// MarshalJSON sends d as a duration string.
-func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Duration(d).String()) }
-
-// Options are drover.Options as the protocol takes them: the same JSON
-// names (options.go), except that timeout and idleTimeout are Durations.
-type Options struct {
-	drover.Options
-	Timeout     Duration `json:"timeout,omitempty"`
-	IdleTimeout Duration `json:"idleTimeout,omitempty"`
-}
-
-// NewOptions wraps o for a request.
-func NewOptions(o drover.Options) *Options {
-	return &Options{Options: o, Timeout: Duration(o.Timeout), IdleTimeout: Duration(o.IdleTimeout)}
-}
-
-// Drover returns the options as drover.Options.
-func (o *Options) Drover() drover.Options {
-	if o == nil {
-		return drover.Options{}
-	}
-	d := o.Options
-	d.Timeout, d.IdleTimeout = time.Duration(o.Timeout), time.Duration(o.IdleTimeout)
-	return d
-}
-
 // RunParams are the fields of a "run" request.
 type RunParams struct {
 	// Agent is an agent id or alias ("claude").
 	Agent  string `json:"agent"`
 	Prompt string `json:"prompt"`
-	// Options of the run; see drover.Options.
-	Options *Options `json:"options,omitempty"`
+	// Options of the run (drover.Options' JSON form: timeouts as duration
+	// strings or milliseconds). options.sessionId continues a drover
+	// session (LED-4); options.timeout is the run's timeout (RUN-4), else
+	// the supervisor's default.
+	Options *drover.Options `json:"options,omitempty"`
 	// Parent makes the run a child of an active run (RUN-5).
 	Parent string `json:"parent,omitempty"`
-	// Session continues a drover session (LED-4).
-	Session string `json:"session,omitempty"`
 	// Fork starts a new session from the end of this earlier run.
 	Fork string `json:"fork,omitempty"`
-	// Timeout of the run (RUN-4); zero means options.timeout, else the
-	// supervisor's default.
-	Timeout Duration `json:"timeout,omitempty"`
 }
 
-// RunResult is the result of "run": the new run's id, at once (RUN-1).
-type RunResult struct {
-	RunID     string `json:"runId"`
-	SessionID string `json:"sessionId,omitempty"`
-}
+// RunResult is the result of "run": the new run's id and its session, at
+// once (RUN-1).
+type RunResult = runs.Started
 
 // AwaitParams are the fields of an "await" request: runId, runs, or both.
 type AwaitParams struct {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"slices"
 	"time"
 
@@ -36,19 +37,24 @@ type Config struct {
 	// started ("drover serve --fakemodel" points every run at its model
 	// server this way). It must only add to what the client asked for.
 	Defaults func(*drover.Options)
+	// Logger receives what the server cannot tell a client: failed ledger
+	// reads of a subscription (retried), requests that failed inside
+	// drover. nil means none (quiet).
+	Logger *slog.Logger
 }
 
 // Server executes protocol operations against a supervisor and its
 // ledger. It holds no per-connection state: the op methods (Run, Await, …)
 // are what every transport calls; errors they return are *Error.
 type Server struct {
+	log *slog.Logger
 	sup *runs.Supervisor
 	st  store.Store
 	cfg Config
 }
 
-// NewServer returns a server over sup and st (the supervisor's store).
-func NewServer(sup *runs.Supervisor, st store.Store, cfg Config) *Server {
+// NewServer returns a server over sup and the ledger it records in.
+func NewServer(sup *runs.Supervisor, cfg Config) *Server {
 	if cfg.QueueSize <= 0 {
 		cfg.QueueSize = 1024
 	}
@@ -64,8 +70,16 @@ func NewServer(sup *runs.Supervisor, st store.Store, cfg Config) *Server {
 	if cfg.ShutdownGrace <= 0 {
 		cfg.ShutdownGrace = 2 * time.Second
 	}
-	return &Server{sup: sup, st: st, cfg: cfg}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Server{log: log, sup: sup, st: sup.Store(), cfg: cfg}
 }
+
+// Supervisor returns the supervisor the server executes operations with;
+// its Store is the server's ledger.
+func (s *Server) Supervisor() *runs.Supervisor { return s.sup }
 
 // Run starts a run and returns its id at once (RUN-1). Unknown agent,
 // invalid options, unknown session or inactive parent: VALIDATION_ERROR or
@@ -74,19 +88,15 @@ func (s *Server) Run(ctx context.Context, p RunParams) (*RunResult, error) {
 	if p.Agent == "" {
 		return nil, errorf(CodeValidation, "agent is required")
 	}
-	opts := p.Options.Drover()
+	var opts drover.Options
+	if p.Options != nil {
+		opts = *p.Options
+	}
 	if s.cfg.Defaults != nil {
 		s.cfg.Defaults(&opts)
 	}
-	timeout := time.Duration(p.Timeout)
-	if timeout < 0 {
-		return nil, errorf(CodeValidation, "timeout must not be negative")
-	}
-	if timeout == 0 {
-		timeout = opts.Timeout
-	}
-	id, err := s.sup.Start(ctx, runs.StartRequest{Agent: p.Agent, Prompt: p.Prompt, Options: opts,
-		ParentID: p.Parent, SessionID: p.Session, ForkFrom: p.Fork, Timeout: timeout})
+	started, err := s.sup.Start(ctx, runs.StartRequest{Agent: p.Agent, Prompt: p.Prompt, Options: opts,
+		ParentID: p.Parent, ForkFrom: p.Fork})
 	if err != nil {
 		switch e := toError(err); {
 		case errors.Is(err, runs.ErrParentEnded):
@@ -97,11 +107,7 @@ func (s *Server) Run(ctx context.Context, p RunParams) (*RunResult, error) {
 			return nil, e
 		}
 	}
-	res := &RunResult{RunID: id}
-	if r, err := s.st.GetRun(ctx, id); err == nil {
-		res.SessionID = r.SessionID
-	}
-	return res, nil
+	return &started, nil
 }
 
 // Await blocks until every named run has ended and returns their records

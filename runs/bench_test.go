@@ -88,22 +88,18 @@ func BenchmarkEventPathRecorded(b *testing.B) {
 	st := openStoreB(b, filepath.Join(b.TempDir(), "drover.db"))
 	reg := drover.NewRegistry()
 	reg.Register(claude.New())
-	cfg := runs.Config{}
-	if w, ok := st.(interface{ Writer() *sqliteWriter }); ok {
-		cfg.AppendAsync = w.Writer().AppendAsync
-	}
-	sup, err := runs.New(context.Background(), drover.NewEngine(reg), st, cfg)
+	sup, err := runs.New(context.Background(), drover.NewEngine(reg), st, runs.Config{})
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer sup.Close()
 	b.ResetTimer()
 	for b.Loop() {
-		id, err := sup.Start(context.Background(), runs.StartRequest{Agent: "claude-code", Prompt: "p", Options: drover.Options{Binary: bin}})
+		started, err := sup.Start(context.Background(), runs.StartRequest{Agent: "claude-code", Prompt: "p", Options: drover.Options{Binary: bin}})
 		if err != nil {
 			b.Fatal(err)
 		}
-		rs, err := sup.Await(context.Background(), id)
+		rs, err := sup.Await(context.Background(), started.RunID)
 		if err != nil || rs[0].Status != store.StatusCompleted || rs[0].LastSeq != int64(n) {
 			b.Fatalf("run %+v %v", rs, err)
 		}

@@ -15,17 +15,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"iter"
-	"os"
+	"log/slog"
 	"slices"
-	"strconv"
-	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/drover-run/drover"
-	"github.com/drover-run/drover/internal/proc"
 	"github.com/drover-run/drover/store"
 )
 
@@ -36,22 +31,20 @@ type Config struct {
 	Limit int
 	// DefaultTimeout applies to runs that name none (RUN-4); 0 means 1 h.
 	DefaultTimeout time.Duration
-	// Append persists one event durably before returning. nil means
-	// Store.AppendEvents with that one event. Used when AppendAsync is nil.
-	Append func(ctx context.Context, ev store.Event) error
-	// AppendAsync queues one event and returns a channel that receives nil
-	// once it is durable (or the error). Calls for one run must keep their
-	// seq order. With it, a run never waits for the disk: readers are woken
-	// as commits land.
-	AppendAsync func(ev store.Event) <-chan error
 	// Owner names this supervisor in the ledger; "" means "host:pid".
 	Owner string
 	// Poll is how often runs owned elsewhere are checked (cross-process
 	// cancel, Await and Follow); 0 means 250 ms.
 	Poll time.Duration
+	// Logger receives what the supervisor cannot report to a caller: a
+	// ledger write that failed after a run started, runs reconciled at
+	// start-up. nil means none (quiet).
+	Logger *slog.Logger
 }
 
-// StartRequest asks for one run.
+// StartRequest asks for one run. Its Options.SessionID continues that
+// drover session (LED-4; "" starts a new one) and its Options.Timeout
+// overrides Config.DefaultTimeout (RUN-4).
 type StartRequest struct {
 	Agent   string
 	Prompt  string
@@ -59,14 +52,16 @@ type StartRequest struct {
 	// ParentID makes the run a child of an active run of this supervisor
 	// (RUN-5): it is ended when the parent ends.
 	ParentID string
-	// SessionID continues a drover session (LED-4); "" starts a new one.
-	SessionID string
 	// ForkFrom starts a new session that continues from the end of that
 	// earlier run, leaving the run's own session untouched (LED-4). The
 	// agent must be the run's agent and able to fork.
 	ForkFrom string
-	// Timeout overrides Config.DefaultTimeout.
-	Timeout time.Duration
+}
+
+// Started names a run Start recorded and the session it belongs to.
+type Started struct {
+	RunID     string `json:"runId"`
+	SessionID string `json:"sessionId"`
 }
 
 // Errors.
@@ -87,12 +82,16 @@ var (
 // Supervisor starts and tracks runs. Close it to cancel and wait for every
 // run it owns.
 type Supervisor struct {
-	eng   *drover.Engine
-	st    store.Store
-	cfg   Config
-	ctx   context.Context
-	close context.CancelFunc
-	wg    sync.WaitGroup
+	eng *drover.Engine
+	st  store.Store
+	cfg Config
+	log *slog.Logger
+	// appendAsync records one event: the store's batched writer when it
+	// has one (store.AsyncAppender), else one AppendEvents call.
+	appendAsync func(store.Event) <-chan error
+	ctx         context.Context
+	close       context.CancelFunc
+	wg          sync.WaitGroup
 
 	mu      sync.Mutex
 	closed  bool
@@ -169,19 +168,21 @@ func New(ctx context.Context, eng *drover.Engine, st store.Store, cfg Config) (*
 	if cfg.Owner == "" {
 		cfg.Owner = DefaultOwner()
 	}
-	if cfg.Append == nil {
-		cfg.Append = func(ctx context.Context, ev store.Event) error { return st.AppendEvents(ctx, []store.Event{ev}) }
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
 	}
-	if cfg.AppendAsync == nil {
-		appendSync := cfg.Append
-		cfg.AppendAsync = func(ev store.Event) <-chan error {
+	s := &Supervisor{eng: eng, st: st, cfg: cfg, log: log, active: map[string]*active{}, changed: make(chan struct{})}
+	if w, ok := st.(store.AsyncAppender); ok {
+		s.appendAsync = w.AppendAsync
+	} else {
+		s.appendAsync = func(ev store.Event) <-chan error {
 			res := make(chan error, 1)
-			res <- appendSync(context.Background(), ev)
+			res <- st.AppendEvents(context.Background(), []store.Event{ev})
 			return res
 		}
 	}
-	s := &Supervisor{eng: eng, st: st, cfg: cfg, active: map[string]*active{}, changed: make(chan struct{})}
-	if err := Reconcile(ctx, st, cfg.Owner); err != nil {
+	if err := reconcile(ctx, st, cfg.Owner, log); err != nil {
 		return nil, fmt.Errorf("reconcile ledger: %w", err)
 	}
 	// Runs must outlive the request that started them, so their context
@@ -191,52 +192,6 @@ func New(ctx context.Context, eng *drover.Engine, st store.Store, cfg Config) (*
 	return s, nil
 }
 
-// DefaultOwner is "host:pid" of this process.
-func DefaultOwner() string {
-	host, _ := os.Hostname()
-	return host + ":" + strconv.Itoa(os.Getpid())
-}
-
-// ownerAlive reports whether the drover process named owner still runs.
-// Owners on other hosts are assumed alive: only their host can tell.
-func ownerAlive(owner string) bool {
-	host, pidText, ok := strings.Cut(owner, ":")
-	me, _ := os.Hostname()
-	if !ok || host != me {
-		return true
-	}
-	pid, err := strconv.Atoi(pidText)
-	if err != nil || pid <= 0 {
-		return false
-	}
-	return processAlive(pid)
-}
-
-// Reconcile marks runs left pending or running by a drover process that is
-// gone as failed "engine restart", killing their recorded process groups if
-// still alive (RUN-6). owner is the calling process's owner name: runs
-// recorded under it come from a dead process that had the same pid.
-func Reconcile(ctx context.Context, st store.Store, owner string) error {
-	runs, err := st.Unfinished(ctx)
-	if err != nil {
-		return err
-	}
-	for _, r := range runs {
-		if r.Owner != owner && ownerAlive(r.Owner) {
-			continue // another live drover supervises it
-		}
-		if r.Pgid > 1 && proc.GroupAlive(r.Pgid) {
-			_ = proc.KillGroup(r.Pgid)
-		}
-		err := st.FinishRun(ctx, store.Finish{RunID: r.ID, Status: store.StatusFailed,
-			Error: store.ReasonEngineRestart, DoneStatus: drover.StatusError, EndedAt: time.Now()})
-		if err != nil && !errors.Is(err, store.ErrConflict) {
-			return err
-		}
-	}
-	return nil
-}
-
 // NewRunID returns a new run id: time-ordered, unique.
 func NewRunID() string {
 	var b [5]byte
@@ -244,77 +199,84 @@ func NewRunID() string {
 	return fmt.Sprintf("run_%011x%s", time.Now().UnixMilli(), hex.EncodeToString(b[:]))
 }
 
-// Start records a new run and returns its id at once (RUN-1); the run waits
-// as pending until a slot is free (RUN-7). It fails for an unknown agent,
-// invalid options, an unknown session, or a parent that is not active.
-func (s *Supervisor) Start(ctx context.Context, req StartRequest) (string, error) {
+// Start records a new run and returns its id and session at once (RUN-1);
+// the run waits as pending until a slot is free (RUN-7). It fails for an
+// unknown agent (drover.ErrUnknownAgent), invalid or unsupported options
+// (drover.ErrValidation, drover.ErrUnsupportedOption), an unknown session
+// or fork run (store.ErrNotFound), or a parent that is not active
+// (ErrParentEnded); then nothing is recorded.
+func (s *Supervisor) Start(ctx context.Context, req StartRequest) (Started, error) {
 	ad, ok := s.eng.Registry().Get(req.Agent)
 	if !ok {
-		return "", fmt.Errorf("%w %q", drover.ErrUnknownAgent, req.Agent)
+		return Started{}, fmt.Errorf("%w %q", drover.ErrUnknownAgent, req.Agent)
 	}
 	req.Agent = ad.ID() // record the canonical id, not an alias
 	if err := req.Options.Validate(); err != nil {
-		return "", err
+		return Started{}, err
 	}
 	// An option the agent cannot honour is refused before anything is
 	// recorded (ADP-3), not a run that fails at once.
 	if err := ad.Capabilities().Unsupported(req.Options); err != nil {
-		return "", err
+		return Started{}, err
 	}
-	if req.Timeout <= 0 {
-		req.Timeout = s.cfg.DefaultTimeout
+	if req.Options.Timeout <= 0 {
+		req.Options.Timeout = s.cfg.DefaultTimeout
 	}
+	sid := req.Options.SessionID
 	if req.ForkFrom != "" {
-		if req.SessionID != "" {
-			return "", &drover.Error{Code: drover.CodeValidation, Message: "a fork starts a new session: do not also name one"}
+		if sid != "" {
+			return Started{}, &drover.Error{Code: drover.CodeValidation, Message: "a fork starts a new session: do not also name one"}
 		}
 		from, err := s.st.GetRun(ctx, req.ForkFrom)
 		if err != nil {
-			return "", fmt.Errorf("fork from %s: %w", req.ForkFrom, err)
+			return Started{}, fmt.Errorf("fork from %s: %w", req.ForkFrom, err)
 		}
 		if from.Agent != req.Agent || from.ResumeToken == "" {
-			return "", &drover.Error{Code: drover.CodeValidation, Message: fmt.Sprintf("run %s (%s) has no %s conversation to fork", from.ID, from.Agent, req.Agent)}
+			return Started{}, &drover.Error{Code: drover.CodeValidation, Message: fmt.Sprintf("run %s (%s) has no %s conversation to fork", from.ID, from.Agent, req.Agent)}
 		}
 		req.Options.Resume, req.Options.Fork = from.ResumeToken, true
 		if err := ad.Capabilities().Unsupported(req.Options); err != nil {
-			return "", err
+			return Started{}, err
 		}
 	}
-	if req.SessionID != "" {
-		sess, err := s.st.GetSession(ctx, req.SessionID)
+	if sid != "" {
+		sess, err := s.st.GetSession(ctx, sid)
 		if err != nil {
-			return "", fmt.Errorf("session %s: %w", req.SessionID, err)
+			return Started{}, fmt.Errorf("session %s: %w", sid, err)
 		}
 		if req.Options.Resume == "" {
 			req.Options.Resume = sess.ResumeToken
 		}
 	} else {
-		req.SessionID = drover.NewSessionID()
+		sid = drover.NewSessionID()
 		now := time.Now()
-		if err := s.st.PutSession(ctx, &store.Session{ID: req.SessionID, Agent: req.Agent, Heads: []string{}, CreatedAt: now, UpdatedAt: now}); err != nil {
-			return "", fmt.Errorf("create session: %w", err)
+		if err := s.st.PutSession(ctx, &store.Session{ID: sid, Agent: req.Agent, Heads: []string{}, CreatedAt: now, UpdatedAt: now}); err != nil {
+			return Started{}, fmt.Errorf("create session: %w", err)
 		}
 	}
-	req.Options.SessionID = req.SessionID
-	optsJSON, _ := json.Marshal(req.Options)
+	req.Options.SessionID = sid
+	optsJSON, err := json.Marshal(req.Options)
+	if err != nil {
+		return Started{}, fmt.Errorf("encode options: %w", err)
+	}
 
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
-		return "", ErrClosed
+		return Started{}, ErrClosed
 	}
 	var parent *active
 	if req.ParentID != "" {
 		parent = s.active[req.ParentID]
 		if parent == nil || parent.ctx.Err() != nil {
-			return "", fmt.Errorf("%w: %s", ErrParentEnded, req.ParentID)
+			return Started{}, fmt.Errorf("%w: %s", ErrParentEnded, req.ParentID)
 		}
 	}
 	id := NewRunID()
 	r := &store.Run{ID: id, Agent: req.Agent, Prompt: req.Prompt, Status: store.StatusPending, ParentID: req.ParentID,
-		SessionID: req.SessionID, Options: optsJSON, Timeout: req.Timeout, Owner: s.cfg.Owner, CreatedAt: time.Now()}
+		SessionID: sid, Options: optsJSON, Timeout: req.Options.Timeout, Owner: s.cfg.Owner, CreatedAt: time.Now()}
 	if err := s.st.CreateRun(ctx, r); err != nil {
-		return "", fmt.Errorf("record run: %w", err)
+		return Started{}, fmt.Errorf("record run: %w", err)
 	}
 	// A child's context is its own, not derived from the parent's, so that
 	// its end can say "parent ended" rather than the parent's own reason;
@@ -329,8 +291,11 @@ func (s *Supervisor) Start(ctx context.Context, req StartRequest) (string, error
 	s.queue = append(s.queue, a)
 	s.scheduleLocked()
 	s.notifyLocked()
-	return id, nil
+	return Started{RunID: id, SessionID: sid}, nil
 }
+
+// Store returns the ledger the supervisor records in.
+func (s *Supervisor) Store() store.Store { return s.st }
 
 // notifyLocked wakes everyone waiting on RunsChanged.
 func (s *Supervisor) notifyLocked() {
@@ -391,9 +356,8 @@ func (s *Supervisor) execute(a *active) {
 	pipeline.Go(rec.commit)
 	if a.ctx.Err() == nil {
 		opts := a.req.Options
-		opts.Timeout = a.req.Timeout
-		ctx := drover.WithProcessObserver(a.ctx, rec.processStarted)
-		events, err := s.eng.Run(ctx, a.req.Agent, a.req.Prompt, opts)
+		opts.ProcessObserver = rec.processStarted
+		events, err := s.eng.Run(a.ctx, a.req.Agent, a.req.Prompt, opts)
 		if err != nil {
 			for _, ev := range failEvents(a, err) {
 				rec.record(ev)
@@ -404,7 +368,7 @@ func (s *Supervisor) execute(a *active) {
 			}
 		}
 	} else {
-		rec.record(drover.NewEvent(drover.TypeDone, a.req.Agent, a.req.SessionID, drover.DonePayload{Status: drover.StatusInterrupted}))
+		rec.record(drover.NewEvent(drover.TypeDone, a.req.Agent, a.req.Options.SessionID, drover.DonePayload{Status: drover.StatusInterrupted}))
 	}
 	// A child never outlives its parent (RUN-5): end the children and wait
 	// for them before this run's end is recorded.
@@ -421,183 +385,6 @@ func (s *Supervisor) execute(a *active) {
 	close(rec.pending)
 	pipeline.Wait()
 	rec.finish()
-}
-
-// recorder persists one run's events and, at the end, its turn record.
-type recorder struct {
-	s       *Supervisor
-	a       *active
-	ctx     context.Context // not cancelled with the run: bookkeeping must finish
-	seq     int64
-	startMu sync.Mutex
-	started bool                  // under startMu
-	pending chan drover.Event     // recorded events, to the encoder, in seq order
-	commits chan (<-chan error)   // pending commits, to the committer, in seq order
-	turn    turn                  // the encoder's until it ends
-	enc     slabEncoder           // the encoder's
-	failed  atomic.Pointer[error] // first ledger failure, set by the committer
-	durable int64                 // last seq committed before any failure; the committer's until it ends
-	ledger  error                 // read by finish after the committer ended
-}
-
-// encodeLinger is how long the encoder lets events queue once a run is
-// busy (it found more than one waiting). Sleeping rather than waiting on
-// the channel spares the run a wake-up of the encoder at every event.
-const encodeLinger = time.Millisecond
-
-// encode folds each event into the turn record, encodes it and queues it
-// for the ledger, in seq order; it closes commits when pending is closed.
-func (r *recorder) encode() {
-	defer close(r.commits)
-	last := 0 // events in the previous burst
-	for ev := range r.pending {
-		r.queue(ev)
-		n := 1
-	drain:
-		for {
-			select {
-			case ev, ok := <-r.pending:
-				if !ok {
-					return
-				}
-				r.queue(ev)
-				n++
-			default:
-				break drain
-			}
-		}
-		if n > 1 || last > 1 {
-			time.Sleep(encodeLinger)
-		}
-		last = n
-	}
-}
-
-func (r *recorder) queue(ev drover.Event) {
-	r.turn.add(ev)
-	if r.failed.Load() != nil {
-		return
-	}
-	data, err := r.enc.encode(ev)
-	if err != nil {
-		res := make(chan error, 1)
-		res <- err
-		r.commits <- res
-		return
-	}
-	r.commits <- r.s.cfg.AppendAsync(store.Event{RunID: ev.RunID, Seq: ev.Seq, Type: ev.Type, JSON: data, Time: time.UnixMilli(ev.Timestamp)})
-}
-
-// commit waits for each event's commit in order and wakes readers after it.
-func (r *recorder) commit() {
-	for res := range r.commits {
-		if err := <-res; err != nil {
-			if r.failed.CompareAndSwap(nil, &err) {
-				// A run the ledger cannot record is stopped: drover must
-				// not run agents it cannot account for.
-				r.a.cancel(fmt.Errorf("ledger: %w", err))
-			}
-			continue
-		}
-		if r.failed.Load() == nil {
-			r.durable++ // events commit in seq order, from 1
-		}
-		r.a.wake()
-		r.s.recorded.fire()
-	}
-}
-
-// processStarted records each vendor process of the run (RUN-6 needs the
-// live one's group): the first moves the run to running, a later one (the
-// resume fallback starts a second process) replaces the ids.
-func (r *recorder) processStarted(pid, pgid int) {
-	r.startMu.Lock()
-	defer r.startMu.Unlock()
-	if r.s.st.StartRun(r.ctx, r.a.id, pid, pgid, time.Now()) == nil {
-		r.started = true
-	}
-}
-
-// markStarted moves the run to running at its first event if no process
-// did (an adapter that runs none). Adapters report a process before its
-// first event, but may do so from another goroutine than the one
-// recording events, hence the lock.
-func (r *recorder) markStarted() {
-	r.startMu.Lock()
-	defer r.startMu.Unlock()
-	if !r.started {
-		r.started = r.s.st.StartRun(r.ctx, r.a.id, 0, 0, time.Now()) == nil
-	}
-}
-
-// record gives ev its runId and seq and hands it to the encoder; readers
-// are woken only once it is durable ("persist first, then notify").
-func (r *recorder) record(ev drover.Event) {
-	if r.seq == 0 {
-		r.markStarted()
-	}
-	r.seq++
-	ev.RunID, ev.Seq = r.a.id, r.seq
-	r.pending <- ev
-}
-
-// finish writes the run's end and turn record in one transaction (LED-3)
-// and moves its session's head (LED-4).
-func (r *recorder) finish() {
-	if p := r.failed.Load(); p != nil {
-		r.ledger = *p
-	}
-	a := r.a
-	res := r.turn.result()
-	f := store.Finish{RunID: a.id, Status: store.StatusCompleted, DoneStatus: res.Status,
-		ResumeToken: res.ResumeToken, Usage: res.Usage, DurationMs: res.DurationMs, EndedAt: time.Now()}
-	if res.Status != drover.StatusSuccess {
-		f.Status, f.Error = store.StatusFailed, r.reason(res)
-	}
-	f.Messages, f.ToolCalls = r.turn.record(a.id, a.req.Prompt, r.durable)
-	if err := r.s.st.FinishRun(r.ctx, f); err != nil && r.ledger == nil {
-		r.ledger = err
-	}
-	if res.ResumeToken != "" {
-		_ = r.s.st.AdvanceSession(r.ctx, a.req.SessionID, a.id, res.ResumeToken, f.EndedAt)
-	}
-}
-
-// reason says why a run failed, in the ledger's words.
-func (r *recorder) reason(res *drover.Result) string {
-	if r.ledger != nil {
-		return "ledger: " + r.ledger.Error()
-	}
-	switch res.Status {
-	case drover.StatusInterrupted:
-		if cause := context.Cause(r.a.ctx); cause != nil && cause != context.Canceled {
-			return cause.Error()
-		}
-		return store.ReasonCancelled
-	case drover.StatusMaxTurns:
-		return "max turns reached"
-	case drover.StatusMaxBudget:
-		return "max budget reached"
-	}
-	if res.Error != nil {
-		switch res.Error.Code {
-		case drover.CodeTimeout:
-			return store.ReasonTimeout
-		case drover.CodeIdleTimeout:
-			return "idle timeout"
-		}
-		return res.Error.Message
-	}
-	return "failed"
-}
-
-// failEvents are the events of a run the engine refused to start.
-func failEvents(a *active, err error) []drover.Event {
-	code := drover.CodeOf(err, drover.CodeAdapterError)
-	return []drover.Event{
-		drover.NewEvent(drover.TypeError, a.req.Agent, a.req.SessionID, drover.ErrorPayload{Code: code, Message: err.Error()}),
-		drover.NewEvent(drover.TypeDone, a.req.Agent, a.req.SessionID, drover.DonePayload{Status: drover.StatusError}),
-	}
 }
 
 // cancelTreeLocked cancels a with cause and all its descendants with
@@ -653,99 +440,6 @@ func (s *Supervisor) pollCancels() {
 		for _, id := range ids {
 			if r, err := s.st.GetRun(s.ctx, id); err == nil && r.CancelRequested {
 				_ = s.Cancel(s.ctx, id)
-			}
-		}
-	}
-}
-
-func (s *Supervisor) lookup(id string) *active {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.active[id]
-}
-
-// Await blocks until every run in ids has ended and returns their records
-// in the same order (RUN-2). It answers for runs that ended long ago and
-// for runs owned by other processes (polling the ledger); many callers may
-// await the same run. It returns store.ErrNotFound for an unknown id.
-func (s *Supervisor) Await(ctx context.Context, ids ...string) ([]*store.Run, error) {
-	out := make([]*store.Run, 0, len(ids))
-	for _, id := range ids {
-		for {
-			if a := s.lookup(id); a != nil {
-				select {
-				case <-a.done:
-				case <-ctx.Done():
-					return nil, ctx.Err()
-				}
-			}
-			r, err := s.st.GetRun(ctx, id)
-			if err != nil {
-				return nil, fmt.Errorf("run %s: %w", id, err)
-			}
-			if r.Status.Terminal() {
-				out = append(out, r)
-				break
-			}
-			select {
-			case <-time.After(s.cfg.Poll):
-			case <-ctx.Done():
-				return nil, ctx.Err()
-			}
-		}
-	}
-	return out, nil
-}
-
-// Follow yields a run's events with seq > afterSeq from the ledger, waiting
-// for new ones until the run has ended and every event was yielded. It
-// follows runs of other processes too, polling. A reader never slows the
-// run: it reads what was already persisted.
-func (s *Supervisor) Follow(ctx context.Context, id string, afterSeq int64) iter.Seq2[store.Event, error] {
-	return func(yield func(store.Event, error) bool) {
-		for {
-			var wake <-chan struct{}
-			if a := s.lookup(id); a != nil {
-				wake = a.changed() // taken before reading, so no wake-up is missed
-			}
-			evs, err := s.st.Events(ctx, id, afterSeq, 1000)
-			if err != nil {
-				yield(store.Event{}, err)
-				return
-			}
-			for _, ev := range evs {
-				if !yield(ev, nil) {
-					return
-				}
-				afterSeq = ev.Seq
-			}
-			if len(evs) == 1000 {
-				continue
-			}
-			r, err := s.st.GetRun(ctx, id)
-			if err != nil {
-				yield(store.Event{}, err)
-				return
-			}
-			if r.Status.Terminal() && r.LastSeq <= afterSeq {
-				return
-			}
-			if wake == nil {
-				t := time.NewTimer(s.cfg.Poll)
-				select {
-				case <-t.C:
-				case <-ctx.Done():
-					t.Stop()
-					yield(store.Event{}, ctx.Err())
-					return
-				}
-				continue
-			}
-			select {
-			case <-wake:
-			case <-ctx.Done():
-				yield(store.Event{}, ctx.Err())
-				return
 			}
 		}
 	}

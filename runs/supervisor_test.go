@@ -37,7 +37,7 @@ type agent struct {
 
 func (a *agent) ID() string { return a.id }
 func (a *agent) Capabilities() drover.Capabilities {
-	return drover.Capabilities{Tiers: drover.Tiers, Resume: true, Fork: true}
+	return drover.Capabilities{Tiers: drover.Tiers(), Resume: true, Fork: true}
 }
 func (a *agent) Available(context.Context) drover.Availability {
 	return drover.Availability{Installed: true}
@@ -97,9 +97,6 @@ func newFixtureOn(t *testing.T, st store.Store, cfg runs.Config, agents ...*agen
 		}
 	}
 	eng := drover.NewEngine(reg)
-	if w, ok := st.(interface{ Writer() *sqlite.Writer }); ok && cfg.AppendAsync == nil {
-		cfg.AppendAsync = w.Writer().AppendAsync // the batched writer, as drover uses it
-	}
 	sup, err := runs.New(context.Background(), eng, st, cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -110,10 +107,11 @@ func newFixtureOn(t *testing.T, st store.Store, cfg runs.Config, agents ...*agen
 
 func (f *fixture) start(t *testing.T, req runs.StartRequest) string {
 	t.Helper()
-	id, err := f.sup.Start(context.Background(), req)
+	started, err := f.sup.Start(context.Background(), req)
 	if err != nil {
 		t.Fatal(err)
 	}
+	id := started.RunID
 	return id
 }
 
@@ -151,8 +149,8 @@ func eventsOf(t *testing.T, st store.Store, id string) []drover.Event {
 
 func TestRUN1_StartAtOnceAndStatusMoves(t *testing.T) {
 	release := make(chan struct{})
-	gated := &agent{id: "gated", run: func(ctx context.Context, _ drover.Request, y func(drover.Event, error) bool) {
-		drover.ProcessStarted(ctx, 4242, 4242)
+	gated := &agent{id: "gated", run: func(ctx context.Context, req drover.Request, y func(drover.Event, error) bool) {
+		req.ProcessStarted(4242, 4242)
 		if !y(text("started"), nil) {
 			return
 		}
@@ -230,7 +228,7 @@ func TestRUN3_CancelIdempotent(t *testing.T) {
 func TestRUN4_Timeouts(t *testing.T) {
 	f := newFixture(t, runs.Config{DefaultTimeout: 150 * time.Millisecond}, hang())
 	byDefault := f.start(t, runs.StartRequest{Agent: "hang", Prompt: "p"})
-	explicit := f.start(t, runs.StartRequest{Agent: "hang", Prompt: "p", Timeout: 50 * time.Millisecond})
+	explicit := f.start(t, runs.StartRequest{Agent: "hang", Prompt: "p", Options: drover.Options{Timeout: 50 * time.Millisecond}})
 	for _, r := range f.await(t, byDefault, explicit) {
 		if r.Status != store.StatusFailed || r.Error != store.ReasonTimeout {
 			t.Fatalf("run %s: %s %q", r.ID, r.Status, r.Error)
@@ -432,7 +430,7 @@ func TestLED4_Sessions(t *testing.T) {
 	f := newFixture(t, runs.Config{}, echo)
 	first := f.start(t, runs.StartRequest{Agent: "echo", Prompt: "one"})
 	r1 := f.await(t, first)[0]
-	second := f.start(t, runs.StartRequest{Agent: "echo", Prompt: "two", SessionID: r1.SessionID})
+	second := f.start(t, runs.StartRequest{Agent: "echo", Prompt: "two", Options: drover.Options{SessionID: r1.SessionID}})
 	r2 := f.await(t, second)[0]
 	if r2.SessionID != r1.SessionID || !slices.Equal(tokens, []string{"", "vendor-one"}) {
 		t.Fatalf("session %s/%s, resume tokens passed %q", r1.SessionID, r2.SessionID, tokens)
@@ -446,7 +444,7 @@ func TestLED4_Sessions(t *testing.T) {
 			t.Fatalf("event carries session %q", ev.SessionID)
 		}
 	}
-	if _, err := f.sup.Start(context.Background(), runs.StartRequest{Agent: "echo", Prompt: "x", SessionID: "nope"}); !errors.Is(err, store.ErrNotFound) {
+	if _, err := f.sup.Start(context.Background(), runs.StartRequest{Agent: "echo", Prompt: "x", Options: drover.Options{SessionID: "nope"}}); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("unknown session: %v", err)
 	}
 }
@@ -619,16 +617,8 @@ func TestLED3_TurnRecordMatchesCollect(t *testing.T) {
 func TestLED3_TurnRecordAfterLedgerFailure(t *testing.T) {
 	const failAt = 6
 	st := openStore(t, filepath.Join(t.TempDir(), "drover.db"))
-	w := st.(interface{ Writer() *sqlite.Writer }).Writer()
-	cfg := runs.Config{AppendAsync: func(ev store.Event) <-chan error {
-		if ev.Seq == failAt {
-			res := make(chan error, 1)
-			res <- errors.New("disk full")
-			return res
-		}
-		return w.AppendAsync(ev)
-	}}
-	loop := &agent{id: "loop", run: func(ctx context.Context, _ drover.Request, y func(drover.Event, error) bool) {
+	st = failingAppender{Store: st.(*sqlite.Store), failAt: failAt}
+	loop := &agent{id: "loop", run: func(ctx context.Context, req drover.Request, y func(drover.Event, error) bool) {
 		for i := 0; ctx.Err() == nil; i++ {
 			id := fmt.Sprint("t", i)
 			if !y(drover.Event{Type: drover.TypeToolUse, Payload: drover.ToolUsePayload{ToolName: "Bash", ToolUseID: id}}, nil) ||
@@ -639,7 +629,7 @@ func TestLED3_TurnRecordAfterLedgerFailure(t *testing.T) {
 			time.Sleep(time.Millisecond)
 		}
 	}}
-	f := newFixtureOn(t, st, cfg, loop)
+	f := newFixtureOn(t, st, runs.Config{}, loop)
 	id := f.start(t, runs.StartRequest{Agent: "loop", Prompt: "p"})
 	r := f.await(t, id)[0]
 	if r.Status != store.StatusFailed || !strings.HasPrefix(r.Error, "ledger: ") || r.LastSeq != failAt-1 {
@@ -665,12 +655,12 @@ func TestLED3_TurnRecordAfterLedgerFailure(t *testing.T) {
 func TestRUN6_SecondProcessRecorded(t *testing.T) {
 	release := make(chan struct{})
 	second := make(chan struct{})
-	twice := &agent{id: "twice", run: func(ctx context.Context, _ drover.Request, y func(drover.Event, error) bool) {
-		drover.ProcessStarted(ctx, 4242, 4242)
+	twice := &agent{id: "twice", run: func(ctx context.Context, req drover.Request, y func(drover.Event, error) bool) {
+		req.ProcessStarted(4242, 4242)
 		if !y(text("first process"), nil) {
 			return
 		}
-		drover.ProcessStarted(ctx, 4343, 4344)
+		req.ProcessStarted(4343, 4344)
 		close(second)
 		if !y(text("second process"), nil) {
 			return
@@ -717,4 +707,20 @@ func TestRUN6_SecondProcessRecorded(t *testing.T) {
 			t.Fatalf("ended run %+v", got)
 		}
 	}
+}
+
+// failingAppender is a ledger whose batched writer fails the event of one
+// seq, as a full disk would.
+type failingAppender struct {
+	*sqlite.Store
+	failAt int64
+}
+
+func (f failingAppender) AppendAsync(ev store.Event) <-chan error {
+	if ev.Seq == f.failAt {
+		res := make(chan error, 1)
+		res <- errors.New("disk full")
+		return res
+	}
+	return f.Store.AppendAsync(ev)
 }

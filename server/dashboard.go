@@ -90,7 +90,7 @@ func (s *Server) handleLogin(w http.ResponseWriter, r *http.Request) {
 			writeError(w, http.StatusRequestEntityTooLarge, CodeTooLarge, fmt.Sprintf("request body larger than %d bytes", mb.Limit))
 			return
 		}
-		writeErr(w, invalid(`body is not {"token":"…"}: %v`, err))
+		s.writeErr(w, invalid(`body is not {"token":"…"}: %v`, err))
 		return
 	}
 	if s.cfg.Token == "" {

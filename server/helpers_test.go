@@ -34,7 +34,7 @@ type agent struct {
 
 func (a *agent) ID() string { return a.id }
 func (a *agent) Capabilities() drover.Capabilities {
-	return drover.Capabilities{Tiers: drover.Tiers, Resume: true}
+	return drover.Capabilities{Tiers: drover.Tiers(), Resume: true}
 }
 func (a *agent) Available(context.Context) drover.Availability {
 	return drover.Availability{Installed: true}
@@ -151,7 +151,7 @@ func newFixture(t testing.TB, cfg server.Config) *fixture {
 			t.Fatal(err)
 		}
 	}
-	sup, err := runs.New(context.Background(), drover.NewEngine(reg), st, runs.Config{AppendAsync: st.Writer().AppendAsync, Poll: 20 * time.Millisecond})
+	sup, err := runs.New(context.Background(), drover.NewEngine(reg), st, runs.Config{Poll: 20 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -159,8 +159,8 @@ func newFixture(t testing.TB, cfg server.Config) *fixture {
 	if cfg.Poll == 0 {
 		cfg.Poll = 50 * time.Millisecond
 	}
-	ps := protocol.NewServer(sup, st, protocol.Config{Poll: 50 * time.Millisecond})
-	srv := server.New(ps, sup, st, cfg)
+	ps := protocol.NewServer(sup, protocol.Config{Poll: 50 * time.Millisecond})
+	srv := server.New(ps, cfg)
 	ts := httptest.NewUnstartedServer(srv)
 	ts.Config = srv.HTTPServer()
 	ts.Start()

@@ -32,7 +32,7 @@ func (s *Server) handleRunsStream(w http.ResponseWriter, r *http.Request) {
 	if v := r.URL.Query().Get("limit"); v != "" {
 		n, err := intParam(v)
 		if err != nil || n == 0 || n > maxWatchLimit {
-			writeErr(w, &protocol.Error{Code: protocol.CodeValidation, Message: fmt.Sprintf("limit %q: want 1 to %d", v, maxWatchLimit)})
+			s.writeErr(w, &protocol.Error{Code: protocol.CodeValidation, Message: fmt.Sprintf("limit %q: want 1 to %d", v, maxWatchLimit)})
 			return
 		}
 		limit = int(n)
@@ -44,7 +44,7 @@ func (s *Server) handleRunsStream(w http.ResponseWriter, r *http.Request) {
 	rw := &runWatch{s: s, limit: limit, sent: map[string][]byte{}}
 	first, err := rw.scan(ctx)
 	if err != nil {
-		writeErr(w, err)
+		s.writeErr(w, err)
 		return
 	}
 	st := startStream(w)

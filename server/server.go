@@ -14,6 +14,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"strconv"
@@ -55,11 +56,16 @@ type Config struct {
 	// other processes sharing the ledger, and how soon a stream retries a
 	// failed ledger read; 0 means 1 s.
 	Poll time.Duration
+	// Logger receives what the server cannot tell a client: failed ledger
+	// reads of a stream (retried), requests that failed inside drover.
+	// nil means none (quiet).
+	Logger *slog.Logger
 }
 
 // Server serves the HTTP endpoints. Create it with New; its Handler is an
 // http.Handler. Close ends the streams in progress.
 type Server struct {
+	log  *slog.Logger
 	ps   *protocol.Server
 	sup  *runs.Supervisor
 	st   store.Store
@@ -70,9 +76,9 @@ type Server struct {
 	once sync.Once
 }
 
-// New returns a server executing operations with ps, streaming from sup
-// and st (the supervisor's ledger; ps must be over the same two).
-func New(ps *protocol.Server, sup *runs.Supervisor, st store.Store, cfg Config) *Server {
+// New returns a server executing operations with ps and streaming from
+// its supervisor's ledger.
+func New(ps *protocol.Server, cfg Config) *Server {
 	if cfg.Heartbeat <= 0 {
 		cfg.Heartbeat = 15 * time.Second
 	}
@@ -82,7 +88,12 @@ func New(ps *protocol.Server, sup *runs.Supervisor, st store.Store, cfg Config) 
 	if cfg.Poll <= 0 {
 		cfg.Poll = time.Second
 	}
-	s := &Server{ps: ps, sup: sup, st: st, cfg: cfg, mux: http.NewServeMux(), done: make(chan struct{})}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	sup := ps.Supervisor()
+	s := &Server{ps: ps, sup: sup, st: sup.Store(), cfg: cfg, log: log, mux: http.NewServeMux(), done: make(chan struct{})}
 	s.routes()
 	cop := http.NewCrossOriginProtection()
 	cop.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
@@ -188,13 +199,18 @@ func writeError(w http.ResponseWriter, status int, code, msg string) {
 	writeJSON(w, status, errorBody{protocol.Error{Code: code, Message: msg}})
 }
 
-// writeErr answers a protocol error with its HTTP status.
-func writeErr(w http.ResponseWriter, err error) {
+// writeErr answers a protocol error with its HTTP status; a failure of
+// drover's own (INTERNAL_ERROR, RUN_FAILED) is also logged.
+func (s *Server) writeErr(w http.ResponseWriter, err error) {
 	var pe *protocol.Error
 	if !errors.As(err, &pe) {
 		pe = &protocol.Error{Code: protocol.CodeInternal, Message: err.Error()}
 	}
-	writeError(w, Status(pe.Code), pe.Code, pe.Message)
+	status := Status(pe.Code)
+	if status >= 500 {
+		s.log.Error("request failed", "code", pe.Code, "err", pe.Message)
+	}
+	writeError(w, status, pe.Code, pe.Message)
 }
 
 // Status is the HTTP status of a protocol error code.
@@ -242,18 +258,18 @@ func (s *Server) handleRun(w http.ResponseWriter, r *http.Request) {
 			writeError(w, http.StatusRequestEntityTooLarge, CodeTooLarge, fmt.Sprintf("request body larger than %d bytes", mb.Limit))
 			return
 		}
-		writeErr(w, invalid("body is not a run request: %v", err))
+		s.writeErr(w, invalid("body is not a run request: %v", err))
 		return
 	}
 	if dec.More() {
-		writeErr(w, invalid("body has more than one JSON value"))
+		s.writeErr(w, invalid("body has more than one JSON value"))
 		return
 	}
 	// The run outlives the request: a client that goes away after asking
 	// for it does not undo it.
 	res, err := s.ps.Run(context.WithoutCancel(r.Context()), p)
 	if err != nil {
-		writeErr(w, err)
+		s.writeErr(w, err)
 		return
 	}
 	w.Header().Set("Location", "/v1/runs/"+res.RunID)
@@ -275,7 +291,7 @@ func (s *Server) handleList(w http.ResponseWriter, r *http.Request) {
 	if v := q.Get("since"); v != "" {
 		t, err := time.Parse(time.RFC3339Nano, v)
 		if err != nil {
-			writeErr(w, &protocol.Error{Code: protocol.CodeValidation, Message: fmt.Sprintf("since %q: want an RFC 3339 time", v)})
+			s.writeErr(w, &protocol.Error{Code: protocol.CodeValidation, Message: fmt.Sprintf("since %q: want an RFC 3339 time", v)})
 			return
 		}
 		p.Since = t
@@ -283,14 +299,14 @@ func (s *Server) handleList(w http.ResponseWriter, r *http.Request) {
 	if v := q.Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil {
-			writeErr(w, &protocol.Error{Code: protocol.CodeValidation, Message: fmt.Sprintf("limit %q: want a number", v)})
+			s.writeErr(w, &protocol.Error{Code: protocol.CodeValidation, Message: fmt.Sprintf("limit %q: want a number", v)})
 			return
 		}
 		p.Limit = n
 	}
 	res, err := s.ps.List(r.Context(), p)
 	if err != nil {
-		writeErr(w, err)
+		s.writeErr(w, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, res)
@@ -300,7 +316,7 @@ func (s *Server) handleList(w http.ResponseWriter, r *http.Request) {
 func (s *Server) handleGet(w http.ResponseWriter, r *http.Request) {
 	res, err := s.ps.Get(r.Context(), protocol.GetParams{RunID: r.PathValue("id")})
 	if err != nil {
-		writeErr(w, err)
+		s.writeErr(w, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, res)
@@ -310,7 +326,7 @@ func (s *Server) handleGet(w http.ResponseWriter, r *http.Request) {
 func (s *Server) handleSession(w http.ResponseWriter, r *http.Request) {
 	res, err := s.ps.Get(r.Context(), protocol.GetParams{SessionID: r.PathValue("id")})
 	if err != nil {
-		writeErr(w, err)
+		s.writeErr(w, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, res)
@@ -321,7 +337,7 @@ func (s *Server) handleSession(w http.ResponseWriter, r *http.Request) {
 func (s *Server) handleCancel(w http.ResponseWriter, r *http.Request) {
 	res, err := s.ps.Cancel(context.WithoutCancel(r.Context()), protocol.RunIDParams{RunID: r.PathValue("id")})
 	if err != nil {
-		writeErr(w, err)
+		s.writeErr(w, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, res)
@@ -337,7 +353,7 @@ func (s *Server) handleAwait(w http.ResponseWriter, r *http.Request) {
 		if ctx.Err() != nil {
 			return // the client went away or the server is closing
 		}
-		writeErr(w, err)
+		s.writeErr(w, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, res)
@@ -351,18 +367,18 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
 	p := protocol.EventsParams{RunID: r.PathValue("id")}
 	var err error
 	if p.AfterSeq, err = intParam(q.Get("after")); err != nil {
-		writeErr(w, err)
+		s.writeErr(w, err)
 		return
 	}
 	n, err := intParam(q.Get("limit"))
 	if err != nil {
-		writeErr(w, err)
+		s.writeErr(w, err)
 		return
 	}
 	p.Limit = int(n)
 	res, err := s.ps.Events(r.Context(), p)
 	if err != nil {
-		writeErr(w, err)
+		s.writeErr(w, err)
 		return
 	}
 	if res.More {

@@ -87,6 +87,9 @@ func (s *Server) follow(ctx context.Context, runID string, after int64, out chan
 		failed := false
 		for ev, err := range s.sup.Follow(ctx, runID, after) {
 			if err != nil {
+				if ctx.Err() == nil {
+					s.log.Warn("stream: ledger read failed; retrying", "run", runID, "after", after, "err", err)
+				}
 				failed = true
 				break
 			}
@@ -143,14 +146,14 @@ func (s *Server) handleStream(w http.ResponseWriter, r *http.Request) {
 	runID := r.PathValue("id")
 	after, err := resumeAfter(r)
 	if err != nil {
-		writeErr(w, err)
+		s.writeErr(w, err)
 		return
 	}
 	if _, err := s.st.GetRun(r.Context(), runID); err != nil {
 		if errors.Is(err, store.ErrNotFound) {
-			writeErr(w, &protocol.Error{Code: protocol.CodeNotFound, Message: err.Error()})
+			s.writeErr(w, &protocol.Error{Code: protocol.CodeNotFound, Message: err.Error()})
 		} else {
-			writeErr(w, err)
+			s.writeErr(w, err)
 		}
 		return
 	}
@@ -181,7 +184,7 @@ func (s *Server) handleStream(w http.ResponseWriter, r *http.Request) {
 func (s *Server) handleStreamAll(w http.ResponseWriter, r *http.Request) {
 	after, err := resumeAfter(r)
 	if err != nil {
-		writeErr(w, err)
+		s.writeErr(w, err)
 		return
 	}
 	if r.Header.Get("Last-Event-ID") == "" && r.URL.Query().Get("after") == "" {
@@ -200,6 +203,9 @@ func (s *Server) handleStreamAll(w http.ResponseWriter, r *http.Request) {
 		for {
 			for ev, err := range s.sup.FollowLog(ctx, after) {
 				if err != nil {
+					if ctx.Err() == nil {
+						s.log.Warn("stream: ledger read failed; retrying", "after", after, "err", err)
+					}
 					break
 				}
 				select {

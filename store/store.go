@@ -248,3 +248,17 @@ type Store interface {
 	// again returns the first result.
 	Close() error
 }
+
+// AsyncAppender is an optional interface of a Store: a batched event writer
+// that never makes its caller wait for the disk. A supervisor finds it by
+// type assertion and records through it; without it, each event is one
+// AppendEvents call.
+type AsyncAppender interface {
+	// AppendAsync queues ev and returns a channel that receives exactly
+	// one value: nil once ev is durably committed, or the error
+	// AppendEvents would have returned for it. Until then ev.JSON must not
+	// be modified. Events one goroutine queues are committed in that
+	// order, so a run's events keep their seq order without waiting for
+	// each commit.
+	AppendAsync(ev Event) <-chan error
+}

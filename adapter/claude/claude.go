@@ -56,14 +56,12 @@ func (a *Adapter) ID() string { return ID }
 // Capabilities reports every option Claude Code honours; it enforces all four tiers.
 func (a *Adapter) Capabilities() drover.Capabilities {
 	return drover.Capabilities{
-		Tiers:    slicesClone(drover.Tiers),
+		Tiers:    drover.Tiers(),
 		MaxTurns: true, MaxBudget: true, Resume: true, Fork: true,
 		AllowedTools: true, DisallowedTools: true, AddDirs: true, SystemPrompt: true,
 		PartialText: true, Thinking: true, Cost: true, ConfigDir: true, Endpoint: true, APIRetries: true,
 	}
 }
-
-func slicesClone[T any](s []T) []T { return append([]T(nil), s...) }
 
 // Available runs `claude --version` (ADP-4).
 func (a *Adapter) Available(ctx context.Context) drover.Availability {
@@ -98,7 +96,7 @@ func (a *Adapter) Prepare(_ string, req drover.Request) (*runner.Launch, error) 
 	}
 	return &runner.Launch{
 		Spec:       proc.Spec{Args: args, Env: env, Dir: req.Options.Cwd, Stdin: strings.NewReader(req.Prompt)},
-		Translator: newTranslator(req.SessionID, time.Now, req.Options.Resume != ""),
+		Translator: newTranslator(req.Options.SessionID, time.Now, req.Options.Resume != ""),
 	}, nil
 }
 

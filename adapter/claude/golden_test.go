@@ -89,7 +89,7 @@ func TestADP2_GoldenSemantics(t *testing.T) {
 		"err_401":                  {types: []drover.EventType{"error", "done"}, status: drover.StatusError, errCode: drover.CodeAuthFailed},
 		"err_500":                  {types: []drover.EventType{"error", "done"}, status: drover.StatusError, errCode: drover.CodeServerError},
 		"err_529":                  {types: []drover.EventType{"error", "done"}, status: drover.StatusError, errCode: drover.CodeOverloaded},
-		"err_400":                  {types: []drover.EventType{"error", "done"}, status: drover.StatusError, errCode: drover.CodeInvalidRequest},
+		"err_400":                  {types: []drover.EventType{"error", "done"}, status: drover.StatusError, errCode: drover.CodeBadRequest},
 		"resume_ok":                {types: []drover.EventType{"init", "text", "done"}, status: drover.StatusSuccess},
 		"resume_unknown":           {types: []drover.EventType{"error", "done"}, status: drover.StatusError, errCode: drover.CodeExecutionError},
 		"cut_partial":              {types: []drover.EventType{"init", "text_delta", "text", "done"}, status: drover.StatusSuccess},

@@ -479,7 +479,7 @@ func codeForStatus(status int, msg string) drover.ErrorCode {
 		if strings.Contains(msg, "prompt is too long") || strings.Contains(msg, "context") || status == 413 {
 			return drover.CodeContextOverflow
 		}
-		return drover.CodeInvalidRequest
+		return drover.CodeBadRequest
 	case status >= 500:
 		return drover.CodeServerError
 	}

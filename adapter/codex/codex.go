@@ -68,7 +68,7 @@ func (a *Adapter) ID() string { return ID }
 // (checked in Prepare).
 func (a *Adapter) Capabilities() drover.Capabilities {
 	return drover.Capabilities{
-		Tiers:  slices.Clone(drover.Tiers),
+		Tiers:  drover.Tiers(),
 		Resume: true, AllowedTools: true, DisallowedTools: true, AddDirs: true, SystemPrompt: true,
 		Thinking: true, ConfigDir: true, Endpoint: true, APIRetries: true,
 	}
@@ -110,7 +110,7 @@ func (a *Adapter) Prepare(_ string, req drover.Request) (*runner.Launch, error) 
 	if cwd == "" {
 		cwd, _ = os.Getwd()
 	}
-	tr := newTranslator(req.SessionID, time.Now, runInfo{
+	tr := newTranslator(req.Options.SessionID, time.Now, runInfo{
 		resume:    opts.Resume != "",
 		model:     model(opts),
 		cwd:       cwd,

@@ -165,7 +165,7 @@ func TestADP2_GoldenSemantics(t *testing.T) {
 		"err_500":                         {types: te, status: drover.StatusError, errCode: drover.CodeServerError},
 		"err_503":                         {types: te, status: drover.StatusError, errCode: drover.CodeOverloaded},
 		"err_401":                         {types: te, status: drover.StatusError, errCode: drover.CodeAuthFailed},
-		"err_400":                         {types: te, status: drover.StatusError, errCode: drover.CodeInvalidRequest},
+		"err_400":                         {types: te, status: drover.StatusError, errCode: drover.CodeBadRequest},
 		"midstream_failure":               {types: te, status: drover.StatusError, errCode: drover.CodeServerError},
 		// Resumed: turn.completed says 30/15 for the thread; the first run used 10/5.
 		"resume_ok":          {types: tu, status: drover.StatusSuccess, toolState: drover.ToolSuccess, usage: &drover.Usage{InputTokens: 20, OutputTokens: 10, ToolUses: 1, Turns: i64(2)}},

@@ -452,7 +452,7 @@ func (t *translator) failError(msg string) drover.Event {
 		strings.Contains(lower, "maximum context length"):
 		code = drover.CodeContextOverflow
 	case status == 400 || status == 404 || status == 413 || status == 422 || strings.Contains(lower, "invalid_request_error"):
-		code = drover.CodeInvalidRequest
+		code = drover.CodeBadRequest
 	case status >= 500 || strings.Contains(lower, "high demand") || strings.Contains(lower, "server_error") ||
 		strings.Contains(lower, "internal server error") || strings.Contains(lower, "stream disconnected"):
 		code = drover.CodeServerError

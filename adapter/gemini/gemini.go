@@ -74,7 +74,7 @@ func (a *Adapter) ID() string { return ID }
 // dropped from stream-json) are not supported.
 func (a *Adapter) Capabilities() drover.Capabilities {
 	return drover.Capabilities{
-		Tiers:    append([]drover.Tier(nil), drover.Tiers...),
+		Tiers:    drover.Tiers(),
 		MaxTurns: true, Resume: true, AllowedTools: true, DisallowedTools: true, AddDirs: true,
 		PartialText: true, ConfigDir: true, Endpoint: true, APIRetries: true,
 	}
@@ -149,7 +149,7 @@ func (a *Adapter) Prepare(_ string, req drover.Request) (l *runner.Launch, err e
 	}
 	return &runner.Launch{
 		Spec: proc.Spec{Args: args, Env: env(opts, home, tmp), Dir: opts.Cwd, Stdin: strings.NewReader(req.Prompt)},
-		Translator: newTranslator(req.SessionID, time.Now, translatorConfig{
+		Translator: newTranslator(req.Options.SessionID, time.Now, translatorConfig{
 			resume: opts.Resume != "", partial: opts.PartialText, cwd: cwd, model: modelFor(opts), tools: OfferedTools(opts)}),
 		Cleanup: cleanup,
 	}, nil

@@ -157,7 +157,7 @@ func TestADP2_GoldenSemantics(t *testing.T) {
 		"max_turns":               {types: []drover.EventType{tu, tr, "done"}, status: drover.StatusMaxTurns},
 		"err_429":                 {types: []drover.EventType{"init", "error", "done"}, status: drover.StatusError, errCode: drover.CodeRateLimited, http: 429},
 		"err_500":                 {types: []drover.EventType{"init", "error", "done"}, status: drover.StatusError, errCode: drover.CodeServerError, http: 500},
-		"err_400":                 {types: []drover.EventType{"init", "error", "done"}, status: drover.StatusError, errCode: drover.CodeInvalidRequest, http: 400},
+		"err_400":                 {types: []drover.EventType{"init", "error", "done"}, status: drover.StatusError, errCode: drover.CodeBadRequest, http: 400},
 		"err_401":                 {types: []drover.EventType{"init", "error", "done"}, status: drover.StatusError, errCode: drover.CodeAuthFailed, http: 401},
 		"resume_first":            {types: []drover.EventType{"init", "text", "done"}, status: drover.StatusSuccess},
 		"resume_ok":               {types: []drover.EventType{"init", "text", "done"}, status: drover.StatusSuccess},

@@ -434,7 +434,7 @@ func codeForStatus(status int, msg string) drover.ErrorCode {
 		if strings.Contains(msg, "token count") || strings.Contains(msg, "context") {
 			return drover.CodeContextOverflow
 		}
-		return drover.CodeInvalidRequest
+		return drover.CodeBadRequest
 	case status >= 500:
 		return drover.CodeServerError
 	}

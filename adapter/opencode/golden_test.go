@@ -141,7 +141,7 @@ func TestADP2_GoldenSemantics(t *testing.T) {
 		"err_429":                         {types: []drover.EventType{"init", "error", "done"}, status: drover.StatusError, errCode: drover.CodeRateLimited},
 		"err_429_retries1":                {types: []drover.EventType{"init", "error", "done"}, status: drover.StatusError, errCode: drover.CodeRateLimited},
 		"err_500":                         {types: []drover.EventType{"init", "error", "done"}, status: drover.StatusError, errCode: drover.CodeServerError},
-		"err_400":                         {types: []drover.EventType{"init", "error", "done"}, status: drover.StatusError, errCode: drover.CodeInvalidRequest},
+		"err_400":                         {types: []drover.EventType{"init", "error", "done"}, status: drover.StatusError, errCode: drover.CodeBadRequest},
 		"resume_first":                    {types: []drover.EventType{"init", "text", "done"}, status: drover.StatusSuccess},
 		"resume_ok":                       {types: []drover.EventType{"init", "text", "done"}, status: drover.StatusSuccess},
 		"resume_unknown":                  {rejected: true},

@@ -71,7 +71,7 @@ func (a *Adapter) ID() string { return ID }
 // no deltas) are refused.
 func (a *Adapter) Capabilities() drover.Capabilities {
 	return drover.Capabilities{
-		Tiers:  append([]drover.Tier(nil), drover.Tiers...),
+		Tiers:  drover.Tiers(),
 		Resume: true, AllowedTools: true, DisallowedTools: true, AddDirs: true, SystemPrompt: true,
 		Thinking: true, Cost: true, ConfigDir: true, Endpoint: true, APIRetries: true,
 	}
@@ -151,7 +151,7 @@ func (a *Adapter) Prepare(_ string, req drover.Request) (*runner.Launch, error) 
 	}
 	return &runner.Launch{
 		Spec:       proc.Spec{Args: Args(opts, req.Prompt), Env: env, Dir: opts.Cwd, Stdin: strings.NewReader(req.Prompt)},
-		Translator: newTranslator(req.SessionID, time.Now, opts, initModel(opts)),
+		Translator: newTranslator(req.Options.SessionID, time.Now, opts, initModel(opts)),
 		Cleanup:    cleanup,
 	}, nil
 }

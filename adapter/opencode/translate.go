@@ -314,11 +314,11 @@ func codeForStatus(status int, msg string) drover.ErrorCode {
 		if strings.Contains(l, "context") || strings.Contains(l, "too long") || strings.Contains(l, "maximum") && strings.Contains(l, "token") {
 			return drover.CodeContextOverflow
 		}
-		return drover.CodeInvalidRequest
+		return drover.CodeBadRequest
 	case status >= 500:
 		return drover.CodeServerError
 	case status >= 400:
-		return drover.CodeInvalidRequest
+		return drover.CodeBadRequest
 	}
 	return drover.CodeModelError
 }

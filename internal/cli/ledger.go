@@ -43,17 +43,17 @@ func withLedger(ctx context.Context, db string, limit int, fn func(*runs.Supervi
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return fmt.Errorf("create ledger directory: %w", err)
 	}
-	l, err := openLedger(ctx, path)
+	st, err := openLedger(ctx, path)
 	if err != nil {
 		return fmt.Errorf("open ledger %s: %w", path, err)
 	}
-	defer l.close()
-	sup, err := runs.New(ctx, drover.NewEngine(builtin.Registry()), l.st, runs.Config{Append: l.append, AppendAsync: l.appendAsync, Limit: limit})
+	defer st.Close()
+	sup, err := runs.New(ctx, drover.NewEngine(builtin.Registry()), st, runs.Config{Limit: limit})
 	if err != nil {
 		return err
 	}
 	defer sup.Close()
-	return fn(sup, l.st)
+	return fn(sup, st)
 }
 
 func addDBFlag(cmd *cobra.Command, db *string) {
@@ -111,16 +111,16 @@ func withStore(ctx context.Context, db string, fn func(store.Store) error) error
 	if _, err := os.Stat(path); err != nil {
 		return fmt.Errorf("no ledger at %s (runs are recorded by 'drover run'; or pass --db)", path)
 	}
-	l, err := openLedger(ctx, path)
+	st, err := openLedger(ctx, path)
 	if err != nil {
 		return fmt.Errorf("open ledger %s: %w", path, err)
 	}
-	defer l.close()
+	defer st.Close()
 	// What a dead drover left running is shown as it is: failed.
-	if err := runs.Reconcile(ctx, l.st, runs.DefaultOwner()); err != nil {
+	if err := runs.Reconcile(ctx, st, runs.DefaultOwner(), nil); err != nil {
 		return fmt.Errorf("reconcile ledger: %w", err)
 	}
-	return fn(l.st)
+	return fn(st)
 }
 
 // printList prints items as JSON lines, or as a table with header and one

@@ -6,11 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"iter"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/drover-run/drover"
@@ -177,8 +175,9 @@ func runRun(ctx context.Context, e *env, f *runFlags, args []string) error {
 		bg := context.WithoutCancel(ctx)
 		var ids []string
 		for _, spec := range specs {
-			id, err := sup.Start(bg, runs.StartRequest{Agent: spec.Agent, Prompt: spec.Prompt, Options: spec.Options,
-				SessionID: f.session, ForkFrom: f.fork, Timeout: spec.Options.Timeout})
+			spec.Options.SessionID = f.session
+			started, err := sup.Start(bg, runs.StartRequest{Agent: spec.Agent, Prompt: spec.Prompt, Options: spec.Options,
+				ForkFrom: f.fork})
 			if err != nil {
 				for _, started := range ids {
 					_ = sup.Cancel(bg, started)
@@ -191,6 +190,7 @@ func runRun(ctx context.Context, e *env, f *runFlags, args []string) error {
 				}
 				return err
 			}
+			id := started.RunID
 			ids = append(ids, id)
 			label := spec.ID
 			if label == "" {
@@ -207,7 +207,7 @@ func runRun(ctx context.Context, e *env, f *runFlags, args []string) error {
 		defer stop()
 
 		var printErr error
-		for ev, err := range mergeFollow(bg, sup, ids) {
+		for ev, err := range sup.FollowMany(bg, ids...) {
 			if err != nil {
 				return err
 			}
@@ -233,50 +233,6 @@ func runRun(ctx context.Context, e *env, f *runFlags, args []string) error {
 		}
 		return exitFor(ctx, statuses)
 	})
-}
-
-// mergeFollow follows several runs at once, yielding their events as they
-// are persisted. Its goroutines are owned by the iteration: breaking out
-// stops and waits for them.
-func mergeFollow(ctx context.Context, sup *runs.Supervisor, ids []string) iter.Seq2[store.Event, error] {
-	return func(yield func(store.Event, error) bool) {
-		ctx, cancel := context.WithCancel(ctx)
-		defer cancel()
-		type item struct {
-			ev  store.Event
-			err error
-		}
-		ch := make(chan item)
-		var wg sync.WaitGroup
-		for _, id := range ids {
-			wg.Go(func() {
-				for ev, err := range sup.Follow(ctx, id, 0) {
-					select {
-					case ch <- item{ev, err}:
-					case <-ctx.Done():
-						return
-					}
-					if err != nil {
-						return
-					}
-				}
-			})
-		}
-		go func() { wg.Wait(); close(ch) }()
-		defer func() {
-			cancel()
-			for range ch { // drain so every follower ends
-			}
-		}()
-		for it := range ch {
-			if it.err != nil && ctx.Err() != nil {
-				return
-			}
-			if !yield(it.ev, it.err) {
-				return
-			}
-		}
-	}
 }
 
 // exitFor maps how the runs ended to drover's exit status.

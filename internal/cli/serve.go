@@ -92,7 +92,7 @@ and exits 130; a second one kills every agent process group at once.`,
 
 func serveStdio(ctx context.Context, e *env, db string, limit int, pcfg protocol.Config) error {
 	return withLedger(ctx, db, limit, func(sup *runs.Supervisor, st store.Store) error {
-		srv := protocol.NewServer(sup, st, pcfg)
+		srv := protocol.NewServer(sup, pcfg)
 		// stdin is hidden behind a plain io.Reader: a Read in
 		// progress cannot be interrupted, so on a signal Serve
 		// leaves it behind and the process exits.
@@ -113,7 +113,7 @@ func serveHTTP(ctx context.Context, e *env, db string, limit int, addr, token st
 		if err != nil {
 			return fmt.Errorf("listen: %w", err)
 		}
-		hs := server.New(protocol.NewServer(sup, st, pcfg), sup, st, server.Config{Token: token})
+		hs := server.New(protocol.NewServer(sup, pcfg), server.Config{Token: token})
 		h := hs.HTTPServer()
 		fmt.Fprintf(e.stderr, "drover: serving HTTP on http://%s\n", ln.Addr())
 		if token == "" {

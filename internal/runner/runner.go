@@ -82,7 +82,7 @@ func Run(ctx context.Context, v Vendor, req drover.Request, s Settings, yield fu
 	if !attempt(ctx, v, path, req, s, yield) {
 		return
 	}
-	if !yield(drover.NewEvent(drover.TypeError, v.ID(), req.SessionID, drover.ErrorPayload{
+	if !yield(drover.NewEvent(drover.TypeError, v.ID(), req.Options.SessionID, drover.ErrorPayload{
 		Code: drover.CodeResumeFailed, Recoverable: true,
 		Message: fmt.Sprintf("%s could not resume %q; starting a new conversation", v.ID(), req.Options.Resume),
 	}), nil) {
@@ -131,7 +131,7 @@ func attempt(ctx context.Context, v Vendor, path string, req drover.Request, s S
 	// Close stops whatever is left of the process group on every return
 	// path, including the consumer breaking out of the loop.
 	defer p.Close()
-	drover.ProcessStarted(ctx, p.Pid(), p.Pgid())
+	req.ProcessStarted(p.Pid(), p.Pgid())
 
 	// ADP-6: a process silent for the linger period after its final result
 	// is stopped; output after the result (a background task reporting
@@ -147,7 +147,7 @@ func attempt(ctx context.Context, v Vendor, path string, req drover.Request, s S
 		if err != nil {
 			var tooLong *proc.LineTooLongError
 			if errors.As(err, &tooLong) {
-				if !yield(drover.NewEvent(drover.TypeError, v.ID(), req.SessionID, drover.ErrorPayload{
+				if !yield(drover.NewEvent(drover.TypeError, v.ID(), req.Options.SessionID, drover.ErrorPayload{
 					Code: drover.CodeLineTooLong, Message: err.Error(), Recoverable: true}), nil) {
 					return false
 				}

@@ -62,7 +62,10 @@ type Store struct {
 	closeErr  error
 }
 
-var _ store.Store = (*Store)(nil)
+var (
+	_ store.Store         = (*Store)(nil)
+	_ store.AsyncAppender = (*Store)(nil)
+)
 
 type config struct {
 	busyTimeout time.Duration
@@ -215,6 +218,9 @@ func (s *Store) Path() string { return s.path }
 // Writer returns the Store's batched event writer (LED-1). There is one per
 // Store; it stops when the Store closes.
 func (s *Store) Writer() *Writer { return s.writer }
+
+// AppendAsync implements store.AsyncAppender through the Store's Writer.
+func (s *Store) AppendAsync(ev store.Event) <-chan error { return s.writer.AppendAsync(ev) }
 
 // Close flushes the batched writer (every event already accepted by
 // [Writer.Append] is committed or failed before Close returns), stops its

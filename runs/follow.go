@@ -1,0 +1,154 @@
+package runs
+
+import (
+	"context"
+	"fmt"
+	"iter"
+	"sync"
+	"time"
+
+	"github.com/drover-run/drover/store"
+)
+
+func (s *Supervisor) lookup(id string) *active {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.active[id]
+}
+
+// Await blocks until every run in ids has ended and returns their records
+// in the same order (RUN-2). It answers for runs that ended long ago and
+// for runs owned by other processes (polling the ledger); many callers may
+// await the same run. It returns store.ErrNotFound for an unknown id.
+func (s *Supervisor) Await(ctx context.Context, ids ...string) ([]*store.Run, error) {
+	out := make([]*store.Run, 0, len(ids))
+	for _, id := range ids {
+		for {
+			if a := s.lookup(id); a != nil {
+				select {
+				case <-a.done:
+				case <-ctx.Done():
+					return nil, ctx.Err()
+				}
+			}
+			r, err := s.st.GetRun(ctx, id)
+			if err != nil {
+				return nil, fmt.Errorf("run %s: %w", id, err)
+			}
+			if r.Status.Terminal() {
+				out = append(out, r)
+				break
+			}
+			select {
+			case <-time.After(s.cfg.Poll):
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		}
+	}
+	return out, nil
+}
+
+// Follow yields a run's events with seq > afterSeq from the ledger, waiting
+// for new ones until the run has ended and every event was yielded. It
+// follows runs of other processes too, polling. A reader never slows the
+// run: it reads what was already persisted.
+func (s *Supervisor) Follow(ctx context.Context, id string, afterSeq int64) iter.Seq2[store.Event, error] {
+	return func(yield func(store.Event, error) bool) {
+		for {
+			var wake <-chan struct{}
+			if a := s.lookup(id); a != nil {
+				wake = a.changed() // taken before reading, so no wake-up is missed
+			}
+			evs, err := s.st.Events(ctx, id, afterSeq, 1000)
+			if err != nil {
+				yield(store.Event{}, err)
+				return
+			}
+			for _, ev := range evs {
+				if !yield(ev, nil) {
+					return
+				}
+				afterSeq = ev.Seq
+			}
+			if len(evs) == 1000 {
+				continue
+			}
+			r, err := s.st.GetRun(ctx, id)
+			if err != nil {
+				yield(store.Event{}, err)
+				return
+			}
+			if r.Status.Terminal() && r.LastSeq <= afterSeq {
+				return
+			}
+			if wake == nil {
+				t := time.NewTimer(s.cfg.Poll)
+				select {
+				case <-t.C:
+				case <-ctx.Done():
+					t.Stop()
+					yield(store.Event{}, ctx.Err())
+					return
+				}
+				continue
+			}
+			select {
+			case <-wake:
+			case <-ctx.Done():
+				yield(store.Event{}, ctx.Err())
+				return
+			}
+		}
+	}
+}
+
+// FollowMany follows several runs at once (Follow for each, from their
+// first event), yielding their events as they are persisted: the
+// ledger-side twin of drover.Engine.RunParallel. Each run's events come in
+// seq order; runs interleave as they are recorded. It ends once every run
+// has ended and every event was yielded, or at the first error (yielded
+// last; a cancelled ctx ends it silently). Its goroutines are owned by the
+// iteration: breaking out stops and waits for them.
+func (s *Supervisor) FollowMany(ctx context.Context, ids ...string) iter.Seq2[store.Event, error] {
+	return func(yield func(store.Event, error) bool) {
+		ctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		type item struct {
+			ev  store.Event
+			err error
+		}
+		ch := make(chan item)
+		var wg sync.WaitGroup
+		for _, id := range ids {
+			wg.Go(func() {
+				for ev, err := range s.Follow(ctx, id, 0) {
+					select {
+					case ch <- item{ev, err}:
+					case <-ctx.Done():
+						return
+					}
+					if err != nil {
+						return
+					}
+				}
+			})
+		}
+		// The closer is owned here too: the deferred drain below returns
+		// only once it has closed ch, after every follower ended.
+		go func() { wg.Wait(); close(ch) }()
+		defer func() {
+			cancel()
+			for range ch {
+			}
+		}()
+		for it := range ch {
+			if it.err != nil && ctx.Err() != nil {
+				return
+			}
+			if !yield(it.ev, it.err) {
+				return
+			}
+		}
+	}
+}
