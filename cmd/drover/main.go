@@ -4,7 +4,7 @@ package main
 import (
 	"os"
 
-	"github.com/drover-run/drover/internal/cli"
+	"github.com/drover-run/drover/cmd/drover/internal/cli"
 )
 
 func main() {

@@ -473,7 +473,7 @@ func TestADP7_ParallelRunsGetOwnHomes(t *testing.T) {
 // The run still ends with done{interrupted} and exit 130.
 func TestCLI_SecondInterruptKills(t *testing.T) {
 	bin := filepath.Join(t.TempDir(), "drover")
-	if out, err := exec.Command("go", "build", "-o", bin, "../../cmd/drover").CombinedOutput(); err != nil {
+	if out, err := exec.Command("go", "build", "-o", bin, "github.com/drover-run/drover/cmd/drover").CombinedOutput(); err != nil {
 		t.Fatalf("build: %v\n%s", err, out)
 	}
 	self, _ := os.Executable()

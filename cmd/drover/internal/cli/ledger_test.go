@@ -97,7 +97,7 @@ func TestLED5_RunIsRecordedAndQueryable(t *testing.T) {
 func buildDrover(t *testing.T) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "drover")
-	if out, err := exec.Command("go", "build", "-o", bin, "../../cmd/drover").CombinedOutput(); err != nil {
+	if out, err := exec.Command("go", "build", "-o", bin, "github.com/drover-run/drover/cmd/drover").CombinedOutput(); err != nil {
 		t.Fatalf("build: %v\n%s", err, out)
 	}
 	return bin
