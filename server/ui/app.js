@@ -244,7 +244,10 @@ function renderRuns() {
   $('runs-none').hidden = state.runs.size === 0 || want.length > 0;
 }
 
-// runRow returns the run's row, redrawn if what it shows has changed.
+// runRow returns the run's row, updated if what it shows has changed. The
+// row and its cells are made once and then updated in place: a click is a
+// press and a release on the same element, so a cell replaced between the
+// two (a status change arriving as a person clicks) would lose the click.
 function runRow(r, depth) {
   const u = r.usage || {};
   const label = statusLabel(r);
@@ -255,12 +258,21 @@ function runRow(r, depth) {
   const key = JSON.stringify([cells, depth, r.status, r.parentId || '']);
   let row = state.rows.get(r.id);
   if (!row) {
+    const c = {
+      status: el('span'),
+      agent: el('td', { class: 'agent' }),
+      prompt: el('td', { class: 'prompt' }),
+      started: el('td', { class: 'started' }),
+      duration: el('td', { class: 'duration' }),
+      tokens: el('td', { class: 'num' }),
+      cost: el('td', { class: 'num' }),
+    };
     const tr = el('tr', {
       class: 'run', 'data-run-id': r.id, tabindex: 0,
       onclick: () => selectRun(r.id),
       onkeydown: (e) => { if (e.key === 'Enter') selectRun(r.id); },
-    });
-    row = { tr, key: '' };
+    }, el('td', {}, c.status), c.agent, c.prompt, c.started, c.duration, c.tokens, c.cost);
+    row = { tr, c, key: '', promptKey: '' };
     state.rows.set(r.id, row);
   }
   const tr = row.tr;
@@ -270,22 +282,30 @@ function runRow(r, depth) {
   tr.dataset.status = r.status;
   tr.dataset.depth = String(depth);
   if (r.parentId) tr.dataset.parentId = r.parentId;
-  tr.replaceChildren(
-    el('td', {}, el('span', { class: 'status s-' + label, text: label })),
-    el('td', { class: 'agent', text: r.agent }),
-    promptCell(r, depth),
-    el('td', { class: 'started', text: cells[3] }),
-    el('td', { class: 'duration', 'data-live': LIVE.has(r.status) ? 'true' : undefined, text: cells[4] }),
-    el('td', { class: 'num', text: cells[5] }),
-    el('td', { class: 'num', text: cells[6] }));
+  const c = row.c;
+  c.status.className = 'status s-' + label;
+  c.status.textContent = label;
+  c.agent.textContent = r.agent;
+  const promptKey = JSON.stringify([r.prompt, depth]);
+  if (row.promptKey !== promptKey) {
+    row.promptKey = promptKey;
+    fillPrompt(c.prompt, r, depth);
+  }
+  c.started.textContent = cells[3];
+  if (LIVE.has(r.status)) c.duration.dataset.live = 'true';
+  else delete c.duration.dataset.live;
+  c.duration.textContent = cells[4];
+  c.tokens.textContent = cells[5];
+  c.cost.textContent = cells[6];
   return tr;
 }
 
-function promptCell(r, depth) {
-  const td = el('td', { class: 'prompt', title: r.prompt },
-    depth ? el('span', { class: 'branch', text: '↳ ' }) : null, r.prompt);
+// fillPrompt shows a run's prompt in its cell, indented by its depth in
+// the tree.
+function fillPrompt(td, r, depth) {
+  td.title = r.prompt;
+  td.replaceChildren(...(depth ? [el('span', { class: 'branch', text: '↳ ' })] : []), r.prompt);
   td.style.paddingLeft = (0.5 + depth * 1.25) + 'em'; // CSSOM: allowed by the CSP
-  return td;
 }
 
 function renderUsage() {
