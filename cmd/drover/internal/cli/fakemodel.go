@@ -4,7 +4,9 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 
+	"github.com/drover-run/drover"
 	"github.com/drover-run/drover/fakemodel"
 	"github.com/spf13/cobra"
 )
@@ -49,4 +51,61 @@ built-in demo script answers. Runs until interrupted.
 	cmd.Flags().StringVar(&scriptPath, "script", "", "script file (JSON)")
 	cmd.Flags().StringVar(&logPath, "log", "", "append every request as a JSON line to this file")
 	return cmd
+}
+
+// startFakemodel starts drover's scripted model server in-process (with
+// script, or the built-in demo script; logging requests to logPath if set)
+// and returns apply, which points a run's options at it. The agent gets a
+// configuration home under drover's state directory unless one was given,
+// so the user's own is never touched.
+func startFakemodel(e *env, script, logPath string, announce bool) (apply func(*drover.Options), stop func(), err error) {
+	sc := fakemodel.DefaultScript()
+	if script != "" {
+		s, err := fakemodel.LoadScript(script)
+		if err != nil {
+			return nil, nil, usageError{err}
+		}
+		sc = s
+	}
+	home, err := stateDir()
+	if err != nil {
+		return nil, nil, err
+	}
+	srv := fakemodel.New(sc)
+	var logFile *os.File
+	if logPath != "" {
+		lf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+		if err != nil {
+			return nil, nil, usagef("--fakemodel-log: %v", err)
+		}
+		logFile = lf
+		srv.SetLog(lf)
+	}
+	stop = func() {
+		srv.Close()
+		if logFile != nil {
+			logFile.Close()
+		}
+	}
+	url, err := srv.Start("127.0.0.1:0")
+	if err != nil {
+		stop()
+		return nil, nil, fmt.Errorf("start fakemodel: %w", err)
+	}
+	if announce {
+		fmt.Fprintf(e.stderr, "drover: offline: agents talk to fakemodel at %s\n", url)
+	}
+	apply = func(opts *drover.Options) {
+		if opts.Endpoint == nil {
+			opts.Endpoint = &drover.Endpoint{BaseURL: url, APIKey: "fakemodel"}
+		}
+		if opts.APIRetries == nil {
+			zero := 0
+			opts.APIRetries = &zero
+		}
+		if opts.ConfigDir == "" {
+			opts.ConfigDir = filepath.Join(home, "fakemodel-home")
+		}
+	}
+	return apply, stop, nil
 }

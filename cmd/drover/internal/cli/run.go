@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -13,7 +12,6 @@ import (
 
 	"github.com/drover-run/drover"
 	"github.com/drover-run/drover/builtin"
-	"github.com/drover-run/drover/fakemodel"
 	"github.com/drover-run/drover/runs"
 	"github.com/drover-run/drover/store"
 	"github.com/spf13/cobra"
@@ -290,63 +288,6 @@ func readPrompt(e *env, args []string) (string, error) {
 	return prompt, nil
 }
 
-// startFakemodel starts drover's scripted model server in-process (with
-// script, or the built-in demo script; logging requests to logPath if set)
-// and returns apply, which points a run's options at it. The agent gets a
-// configuration home under drover's state directory unless one was given,
-// so the user's own is never touched.
-func startFakemodel(e *env, script, logPath string, announce bool) (apply func(*drover.Options), stop func(), err error) {
-	sc := fakemodel.DefaultScript()
-	if script != "" {
-		s, err := fakemodel.LoadScript(script)
-		if err != nil {
-			return nil, nil, usageError{err}
-		}
-		sc = s
-	}
-	home, err := stateDir()
-	if err != nil {
-		return nil, nil, err
-	}
-	srv := fakemodel.New(sc)
-	var logFile *os.File
-	if logPath != "" {
-		lf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-		if err != nil {
-			return nil, nil, usagef("--fakemodel-log: %v", err)
-		}
-		logFile = lf
-		srv.SetLog(lf)
-	}
-	stop = func() {
-		srv.Close()
-		if logFile != nil {
-			logFile.Close()
-		}
-	}
-	url, err := srv.Start("127.0.0.1:0")
-	if err != nil {
-		stop()
-		return nil, nil, fmt.Errorf("start fakemodel: %w", err)
-	}
-	if announce {
-		fmt.Fprintf(e.stderr, "drover: offline: agents talk to fakemodel at %s\n", url)
-	}
-	apply = func(opts *drover.Options) {
-		if opts.Endpoint == nil {
-			opts.Endpoint = &drover.Endpoint{BaseURL: url, APIKey: "fakemodel"}
-		}
-		if opts.APIRetries == nil {
-			zero := 0
-			opts.APIRetries = &zero
-		}
-		if opts.ConfigDir == "" {
-			opts.ConfigDir = filepath.Join(home, "fakemodel-home")
-		}
-	}
-	return apply, stop, nil
-}
-
 // newIsolatedHome creates a fresh configuration home for one run under
 // drover's state directory.
 func newIsolatedHome(label string) (string, error) {
@@ -363,163 +304,4 @@ func newIsolatedHome(label string) (string, error) {
 		return "", fmt.Errorf("create isolated home: %w", err)
 	}
 	return home, nil
-}
-
-// stateDir is drover's state directory: $XDG_STATE_HOME/drover or
-// ~/.local/state/drover.
-func stateDir() (string, error) {
-	if d := os.Getenv("XDG_STATE_HOME"); d != "" {
-		return filepath.Join(d, "drover"), nil
-	}
-	home, err := os.UserHomeDir()
-	if err != nil {
-		return "", fmt.Errorf("find drover's state directory: %w (set XDG_STATE_HOME)", err)
-	}
-	return filepath.Join(home, ".local", "state", "drover"), nil
-}
-
-// isTerminal reports whether stream (stdin or stdout) is a terminal.
-func isTerminal(stream any) bool {
-	f, ok := stream.(*os.File)
-	if !ok {
-		return false
-	}
-	st, err := f.Stat()
-	return err == nil && st.Mode()&os.ModeCharDevice != 0
-}
-
-type printer interface{ print(drover.Event) error }
-
-// jsonPrinter writes exactly the UES events, one JSON object per line.
-type jsonPrinter struct{ w io.Writer }
-
-func (p *jsonPrinter) print(ev drover.Event) error {
-	data, err := json.Marshal(ev)
-	if err != nil {
-		return err
-	}
-	_, err = p.w.Write(append(data, '\n'))
-	return err
-}
-
-// human is the readable live view.
-type human struct {
-	w       io.Writer
-	multi   bool
-	partial bool
-	color   bool
-	inDelta map[string]bool   // run printed text deltas not yet closed by its text
-	labels  map[string]string // run id → short label for interleaved output
-}
-
-func newHuman(w io.Writer, multi, partial bool) *human {
-	color := os.Getenv("NO_COLOR") == "" && isTerminal(w)
-	return &human{w: w, multi: multi, partial: partial && !multi, color: color, inDelta: map[string]bool{}, labels: map[string]string{}}
-}
-
-func (h *human) paint(code, s string) string {
-	if !h.color {
-		return s
-	}
-	return "\x1b[" + code + "m" + s + "\x1b[0m"
-}
-
-func (h *human) line(ev drover.Event, s string) error {
-	if h.multi {
-		label := h.labels[ev.RunID]
-		if label == "" {
-			label = ev.RunID
-		}
-		s = h.paint("36", "["+label+"] ") + s
-	}
-	_, err := fmt.Fprintln(h.w, s)
-	return err
-}
-
-func firstLine(s string, max int) string {
-	s, _, _ = strings.Cut(strings.TrimSpace(s), "\n")
-	if r := []rune(s); len(r) > max {
-		s = string(r[:max-1]) + "…"
-	}
-	return s
-}
-
-func (h *human) print(ev drover.Event) error {
-	switch p := ev.Payload.(type) {
-	case drover.InitPayload:
-		return h.line(ev, h.paint("2", fmt.Sprintf("● %s · %s · %s", ev.Agent, p.Model, p.Cwd)))
-	case drover.TextDeltaPayload:
-		if h.partial {
-			h.inDelta[ev.RunID] = true
-			_, err := io.WriteString(h.w, p.Delta)
-			return err
-		}
-	case drover.TextPayload:
-		if h.inDelta[ev.RunID] {
-			delete(h.inDelta, ev.RunID)
-			_, err := fmt.Fprintln(h.w)
-			return err
-		}
-		for l := range strings.SplitSeq(strings.TrimRight(p.Content, "\n"), "\n") {
-			if err := h.line(ev, l); err != nil {
-				return err
-			}
-		}
-	case drover.ThinkingPayload:
-		return h.line(ev, h.paint("2", "  ∴ "+firstLine(p.Summary, 100)))
-	case drover.ToolUsePayload:
-		d := p.Description
-		if d == "" {
-			d = drover.DescribeTool(p.ToolName, p.Input)
-		}
-		return h.line(ev, h.paint("33", "  → "+d))
-	case drover.ToolResultPayload:
-		switch p.Status {
-		case drover.ToolSuccess:
-			return h.line(ev, h.paint("32", "  ✓ "+p.ToolName)+h.paint("2", " "+firstLine(p.Output, 80)))
-		case drover.ToolDenied:
-			return h.line(ev, h.paint("35", "  ⊘ "+p.ToolName+" denied: "+firstLine(p.Output, 80)))
-		default:
-			return h.line(ev, h.paint("31", "  ✗ "+p.ToolName+": "+firstLine(p.Output, 80)))
-		}
-	case drover.PermissionRequestPayload:
-		return h.line(ev, h.paint("35", "  ? "+p.ToolName+" asks for approval"))
-	case drover.ErrorPayload:
-		c := "31"
-		if p.Recoverable {
-			c = "33"
-		}
-		return h.line(ev, h.paint(c, fmt.Sprintf("  ! %s: %s", p.Code, firstLine(p.Message, 200))))
-	case drover.DonePayload:
-		return h.line(ev, h.doneLine(ev, p))
-	}
-	return nil
-}
-
-func (h *human) doneLine(ev drover.Event, p drover.DonePayload) string {
-	parts := []string{string(p.Status), (time.Duration(p.DurationMs) * time.Millisecond).String()}
-	u := p.Usage
-	if u.InputTokens+u.OutputTokens > 0 {
-		parts = append(parts, fmt.Sprintf("%d in / %d out tokens", u.InputTokens, u.OutputTokens))
-	}
-	if u.ToolUses > 0 {
-		parts = append(parts, fmt.Sprintf("%d tool calls", u.ToolUses))
-	}
-	if u.TotalCostUSD != nil {
-		parts = append(parts, fmt.Sprintf("$%.4f", *u.TotalCostUSD))
-	}
-	if u.Turns != nil {
-		parts = append(parts, fmt.Sprintf("%d turns", *u.Turns))
-	}
-	if p.ResumeToken != "" {
-		parts = append(parts, "resume "+p.ResumeToken)
-	}
-	c := "31" // red: failed
-	switch p.Status {
-	case drover.StatusSuccess:
-		c = "32"
-	case drover.StatusInterrupted:
-		c = "33"
-	}
-	return h.paint(c, "■ "+strings.Join(parts, " · "))
 }

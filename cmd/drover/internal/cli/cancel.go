@@ -1,0 +1,35 @@
+package cli
+
+import (
+	"fmt"
+
+	"github.com/drover-run/drover/runs"
+	"github.com/drover-run/drover/store"
+	"github.com/spf13/cobra"
+)
+
+func newCancelCmd(e *env) *cobra.Command {
+	var db string
+	cmd := &cobra.Command{
+		Use:   "cancel RUN…",
+		Short: "Cancel runs, also ones owned by another drover process (idempotent)",
+		Args:  cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			return withLedger(ctx, db, 1, func(sup *runs.Supervisor, st store.Store) error {
+				for _, id := range args {
+					if _, err := st.GetRun(ctx, id); err != nil {
+						return notFound("run", id, err)
+					}
+					if err := sup.Cancel(ctx, id); err != nil {
+						return err
+					}
+					fmt.Fprintf(e.stderr, "drover: cancel requested for %s\n", id)
+				}
+				return nil
+			})
+		},
+	}
+	addDBFlag(cmd, &db)
+	return cmd
+}

@@ -1,0 +1,216 @@
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/drover-run/drover"
+	"github.com/drover-run/drover/store"
+)
+
+// printList prints items as JSON lines, or as a table with header and one
+// row of cells per item.
+func printList[T any](e *env, asJSON bool, items []T, header []string, row func(T) []string) error {
+	if asJSON {
+		enc := json.NewEncoder(e.stdout)
+		for _, it := range items {
+			if err := enc.Encode(it); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	tw := tabwriter.NewWriter(e.stdout, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, strings.Join(header, "\t"))
+	for _, it := range items {
+		fmt.Fprintln(tw, strings.Join(row(it), "\t"))
+	}
+	return tw.Flush()
+}
+
+func age(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return time.Since(t).Round(time.Second).String() + " ago"
+}
+
+func duration(r store.Run) string {
+	switch {
+	case r.DurationMs > 0:
+		return (time.Duration(r.DurationMs) * time.Millisecond).String()
+	case !r.StartedAt.IsZero() && !r.Status.Terminal():
+		return time.Since(r.StartedAt).Round(time.Second).String() + "…"
+	}
+	return "-"
+}
+
+func cost(u drover.Usage) string {
+	if u.TotalCostUSD == nil {
+		return "-"
+	}
+	return fmt.Sprintf("$%.4f", *u.TotalCostUSD)
+}
+
+func printStored(p printer, ev store.Event) error {
+	if jp, ok := p.(*jsonPrinter); ok {
+		_, err := jp.w.Write(append(append([]byte(nil), ev.JSON...), '\n'))
+		return err
+	}
+	var d drover.Event
+	if err := json.Unmarshal(ev.JSON, &d); err != nil {
+		return fmt.Errorf("ledger event %s#%d: %w", ev.RunID, ev.Seq, err)
+	}
+	return p.print(d)
+}
+
+// isTerminal reports whether stream (stdin or stdout) is a terminal.
+func isTerminal(stream any) bool {
+	f, ok := stream.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+type printer interface{ print(drover.Event) error }
+
+// jsonPrinter writes exactly the UES events, one JSON object per line.
+type jsonPrinter struct{ w io.Writer }
+
+func (p *jsonPrinter) print(ev drover.Event) error {
+	data, err := json.Marshal(ev)
+	if err != nil {
+		return err
+	}
+	_, err = p.w.Write(append(data, '\n'))
+	return err
+}
+
+// human is the readable live view.
+type human struct {
+	w       io.Writer
+	multi   bool
+	partial bool
+	color   bool
+	inDelta map[string]bool   // run printed text deltas not yet closed by its text
+	labels  map[string]string // run id → short label for interleaved output
+}
+
+func newHuman(w io.Writer, multi, partial bool) *human {
+	color := os.Getenv("NO_COLOR") == "" && isTerminal(w)
+	return &human{w: w, multi: multi, partial: partial && !multi, color: color, inDelta: map[string]bool{}, labels: map[string]string{}}
+}
+
+func (h *human) paint(code, s string) string {
+	if !h.color {
+		return s
+	}
+	return "\x1b[" + code + "m" + s + "\x1b[0m"
+}
+
+func (h *human) line(ev drover.Event, s string) error {
+	if h.multi {
+		label := h.labels[ev.RunID]
+		if label == "" {
+			label = ev.RunID
+		}
+		s = h.paint("36", "["+label+"] ") + s
+	}
+	_, err := fmt.Fprintln(h.w, s)
+	return err
+}
+
+func firstLine(s string, max int) string {
+	s, _, _ = strings.Cut(strings.TrimSpace(s), "\n")
+	if r := []rune(s); len(r) > max {
+		s = string(r[:max-1]) + "…"
+	}
+	return s
+}
+
+func (h *human) print(ev drover.Event) error {
+	switch p := ev.Payload.(type) {
+	case drover.InitPayload:
+		return h.line(ev, h.paint("2", fmt.Sprintf("● %s · %s · %s", ev.Agent, p.Model, p.Cwd)))
+	case drover.TextDeltaPayload:
+		if h.partial {
+			h.inDelta[ev.RunID] = true
+			_, err := io.WriteString(h.w, p.Delta)
+			return err
+		}
+	case drover.TextPayload:
+		if h.inDelta[ev.RunID] {
+			delete(h.inDelta, ev.RunID)
+			_, err := fmt.Fprintln(h.w)
+			return err
+		}
+		for l := range strings.SplitSeq(strings.TrimRight(p.Content, "\n"), "\n") {
+			if err := h.line(ev, l); err != nil {
+				return err
+			}
+		}
+	case drover.ThinkingPayload:
+		return h.line(ev, h.paint("2", "  ∴ "+firstLine(p.Summary, 100)))
+	case drover.ToolUsePayload:
+		d := p.Description
+		if d == "" {
+			d = drover.DescribeTool(p.ToolName, p.Input)
+		}
+		return h.line(ev, h.paint("33", "  → "+d))
+	case drover.ToolResultPayload:
+		switch p.Status {
+		case drover.ToolSuccess:
+			return h.line(ev, h.paint("32", "  ✓ "+p.ToolName)+h.paint("2", " "+firstLine(p.Output, 80)))
+		case drover.ToolDenied:
+			return h.line(ev, h.paint("35", "  ⊘ "+p.ToolName+" denied: "+firstLine(p.Output, 80)))
+		default:
+			return h.line(ev, h.paint("31", "  ✗ "+p.ToolName+": "+firstLine(p.Output, 80)))
+		}
+	case drover.PermissionRequestPayload:
+		return h.line(ev, h.paint("35", "  ? "+p.ToolName+" asks for approval"))
+	case drover.ErrorPayload:
+		c := "31"
+		if p.Recoverable {
+			c = "33"
+		}
+		return h.line(ev, h.paint(c, fmt.Sprintf("  ! %s: %s", p.Code, firstLine(p.Message, 200))))
+	case drover.DonePayload:
+		return h.line(ev, h.doneLine(ev, p))
+	}
+	return nil
+}
+
+func (h *human) doneLine(ev drover.Event, p drover.DonePayload) string {
+	parts := []string{string(p.Status), (time.Duration(p.DurationMs) * time.Millisecond).String()}
+	u := p.Usage
+	if u.InputTokens+u.OutputTokens > 0 {
+		parts = append(parts, fmt.Sprintf("%d in / %d out tokens", u.InputTokens, u.OutputTokens))
+	}
+	if u.ToolUses > 0 {
+		parts = append(parts, fmt.Sprintf("%d tool calls", u.ToolUses))
+	}
+	if u.TotalCostUSD != nil {
+		parts = append(parts, fmt.Sprintf("$%.4f", *u.TotalCostUSD))
+	}
+	if u.Turns != nil {
+		parts = append(parts, fmt.Sprintf("%d turns", *u.Turns))
+	}
+	if p.ResumeToken != "" {
+		parts = append(parts, "resume "+p.ResumeToken)
+	}
+	c := "31" // red: failed
+	switch p.Status {
+	case drover.StatusSuccess:
+		c = "32"
+	case drover.StatusInterrupted:
+		c = "33"
+	}
+	return h.paint(c, "■ "+strings.Join(parts, " · "))
+}

@@ -1,0 +1,59 @@
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"github.com/drover-run/drover/runs"
+	"github.com/drover-run/drover/store"
+	"github.com/spf13/cobra"
+)
+
+func newWaitCmd(e *env) *cobra.Command {
+	var db string
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "wait RUN…",
+		Short: "Wait until runs have ended; exit 0 only if all completed",
+		Args:  cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			return withLedger(ctx, db, 1, func(sup *runs.Supervisor, st store.Store) error {
+				for _, id := range args {
+					if _, err := st.GetRun(ctx, id); err != nil {
+						return notFound("run", id, err)
+					}
+				}
+				rs, err := sup.Await(ctx, args...)
+				if err != nil {
+					if ctx.Err() != nil {
+						return exitError{ExitInterrupted}
+					}
+					return err
+				}
+				failed := false
+				for _, r := range rs {
+					failed = failed || r.Status != store.StatusCompleted
+					if asJSON {
+						if err := json.NewEncoder(e.stdout).Encode(r); err != nil {
+							return err
+						}
+						continue
+					}
+					line := fmt.Sprintf("%s %s", r.ID, r.Status)
+					if r.Error != "" {
+						line += " (" + r.Error + ")"
+					}
+					fmt.Fprintln(e.stdout, line)
+				}
+				if failed {
+					return exitError{ExitFailure}
+				}
+				return nil
+			})
+		},
+	}
+	addDBFlag(cmd, &db)
+	cmd.Flags().BoolVar(&asJSON, "json", false, "one JSON object per run")
+	return cmd
+}
