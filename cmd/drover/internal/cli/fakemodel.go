@@ -25,26 +25,21 @@ built-in demo script answers. Runs until interrupted.
 'drover run --fakemodel' starts one in-process and points the agent at it.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			script := fakemodel.DefaultScript()
-			if scriptPath != "" {
-				s, err := fakemodel.LoadScript(scriptPath)
-				if err != nil {
-					return usageError{err}
-				}
-				script = s
+			script, err := loadScript(scriptPath)
+			if err != nil {
+				return err
 			}
 			var logw io.Writer
 			if logPath != "" {
-				f, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+				f, err := openRequestLog("--log", logPath)
 				if err != nil {
-					return usagef("--log: %v", err)
+					return err
 				}
 				defer f.Close()
 				logw = f
 			}
 			ready := func(url string) { fmt.Fprintf(e.stdout, "fakemodel listening on %s\n", url) }
-			err := fakemodel.Serve(cmd.Context(), addr, script, logw, ready)
-			return err
+			return fakemodel.Serve(cmd.Context(), addr, script, logw, ready)
 		},
 	}
 	cmd.Flags().StringVar(&addr, "addr", "127.0.0.1:8089", "loopback address to listen on (port 0 picks one)")
@@ -53,33 +48,65 @@ built-in demo script answers. Runs until interrupted.
 	return cmd
 }
 
-// startFakemodel starts drover's scripted model server in-process (with
-// script, or the built-in demo script; logging requests to logPath if set)
-// and returns apply, which points a run's options at it. The agent gets a
-// configuration home under drover's state directory unless one was given,
-// so the user's own is never touched.
-func startFakemodel(e *env, script, logPath string, announce bool) (apply func(*drover.Options), stop func(), err error) {
-	sc := fakemodel.DefaultScript()
-	if script != "" {
-		s, err := fakemodel.LoadScript(script)
-		if err != nil {
-			return nil, nil, usageError{err}
-		}
-		sc = s
+// loadScript reads the script at path, or returns the built-in demo script
+// for "". A script that cannot be read or parsed is a usage error.
+func loadScript(path string) (*fakemodel.Script, error) {
+	if path == "" {
+		return fakemodel.DefaultScript(), nil
 	}
-	home, err := stateDir()
+	s, err := fakemodel.LoadScript(path)
 	if err != nil {
-		return nil, nil, err
+		return nil, usageError{err}
 	}
-	srv := fakemodel.New(sc)
+	return s, nil
+}
+
+// openRequestLog opens (creating) the file the flag named for appending
+// fakemodel's request log.
+func openRequestLog(flag, path string) (*os.File, error) {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, usagef("%s: %v", flag, err)
+	}
+	return f, nil
+}
+
+// offline is a checked --fakemodel (with --fakemodel-script and
+// --fakemodel-log) of run or serve: the script is loaded, but no server is
+// started and no file created until start.
+type offline struct {
+	script  *fakemodel.Script
+	logPath string
+	state   string // drover's state directory
+}
+
+// newOffline returns nil when none of the --fakemodel flags was given.
+func newOffline(enabled bool, scriptPath, logPath string) (*offline, error) {
+	if !enabled && scriptPath == "" && logPath == "" {
+		return nil, nil
+	}
+	script, err := loadScript(scriptPath)
+	if err != nil {
+		return nil, err
+	}
+	state, err := stateDir()
+	if err != nil {
+		return nil, err
+	}
+	return &offline{script: script, logPath: logPath, state: state}, nil
+}
+
+// start starts drover's scripted model server in-process and returns
+// apply, which points a run's options at it (see defaults), and stop, which
+// the caller must call once the runs have ended.
+func (o *offline) start(e *env, announce bool) (apply func(*drover.Options), stop func(), err error) {
+	srv := fakemodel.New(o.script)
 	var logFile *os.File
-	if logPath != "" {
-		lf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-		if err != nil {
-			return nil, nil, usagef("--fakemodel-log: %v", err)
+	if o.logPath != "" {
+		if logFile, err = openRequestLog("--fakemodel-log", o.logPath); err != nil {
+			return nil, nil, err
 		}
-		logFile = lf
-		srv.SetLog(lf)
+		srv.SetLog(logFile)
 	}
 	stop = func() {
 		srv.Close()
@@ -95,7 +122,15 @@ func startFakemodel(e *env, script, logPath string, announce bool) (apply func(*
 	if announce {
 		fmt.Fprintf(e.stderr, "drover: offline: agents talk to fakemodel at %s\n", url)
 	}
-	apply = func(opts *drover.Options) {
+	return o.defaults(url), stop, nil
+}
+
+// defaults returns the function that points a run's options at the
+// fakemodel at url, adding only what the run did not set: the endpoint, no
+// API retries, and a configuration home under drover's state directory, so
+// that the user's own is never touched.
+func (o *offline) defaults(url string) func(*drover.Options) {
+	return func(opts *drover.Options) {
 		if opts.Endpoint == nil {
 			opts.Endpoint = &drover.Endpoint{BaseURL: url, APIKey: "fakemodel"}
 		}
@@ -104,8 +139,7 @@ func startFakemodel(e *env, script, logPath string, announce bool) (apply func(*
 			opts.APIRetries = &zero
 		}
 		if opts.ConfigDir == "" {
-			opts.ConfigDir = filepath.Join(home, "fakemodel-home")
+			opts.ConfigDir = filepath.Join(o.state, "fakemodel-home")
 		}
 	}
-	return apply, stop, nil
 }

@@ -56,32 +56,54 @@ func addDBFlag(cmd *cobra.Command, db *string) {
 	cmd.Flags().StringVar(db, "db", "", "ledger file (default $DROVER_DB, else $XDG_STATE_HOME/drover/drover.db)")
 }
 
-// withStore opens the ledger without a supervisor (read-only commands).
+// withStore opens the existing ledger without a supervisor, for commands
+// that only show what it records; it never creates one. It first
+// reconciles, like a supervisor starting would: runs left pending or
+// running by a drover process that is gone are marked failed and their
+// process groups killed, so that what the command shows is true.
 func withStore(ctx context.Context, db string, fn func(store.Store) error) error {
-	path, err := dbPath(db)
+	st, err := openExistingLedger(ctx, db)
 	if err != nil {
 		return err
 	}
-	if _, err := os.Stat(path); err != nil {
-		return fmt.Errorf("no ledger at %s (runs are recorded by 'drover run'; or pass --db)", path)
-	}
-	st, err := openLedger(ctx, path)
-	if err != nil {
-		return fmt.Errorf("open ledger %s: %w", path, err)
-	}
 	defer st.Close()
-	// What a dead drover left running is shown as it is: failed.
 	if err := runs.Reconcile(ctx, st, runs.DefaultOwner(), nil); err != nil {
 		return fmt.Errorf("reconcile ledger: %w", err)
 	}
 	return fn(st)
 }
 
-func notFound(kind, id string, err error) error {
-	if errors.Is(err, store.ErrNotFound) {
-		return usagef("no %s %q in the ledger (see 'drover ps --all')", kind, id)
+// errNoLedger is what openExistingLedger wraps when there is no ledger file.
+var errNoLedger = errors.New("no ledger")
+
+// openExistingLedger opens the ledger named by db (see dbPath) if it
+// exists, and otherwise fails with an error wrapping errNoLedger.
+func openExistingLedger(ctx context.Context, db string) (store.Store, error) {
+	path, err := dbPath(db)
+	if err != nil {
+		return nil, err
 	}
-	return err
+	if _, err := os.Stat(path); err != nil {
+		return nil, fmt.Errorf("%w at %s (runs are recorded by 'drover run'; or pass --db)", errNoLedger, path)
+	}
+	st, err := openLedger(ctx, path)
+	if err != nil {
+		return nil, fmt.Errorf("open ledger %s: %w", path, err)
+	}
+	return st, nil
+}
+
+// notFound turns the store's ErrNotFound for the kind ("run", "session")
+// named id into a usage error that says where to look; other errors pass.
+func notFound(kind, id string, err error) error {
+	if !errors.Is(err, store.ErrNotFound) {
+		return err
+	}
+	see := "drover ps --all"
+	if kind == "session" {
+		see = "drover sessions"
+	}
+	return usagef("no %s %q in the ledger (see '%s')", kind, id, see)
 }
 
 // openLedger opens the SQLite ledger at path (created if missing).

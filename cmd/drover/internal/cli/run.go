@@ -88,79 +88,22 @@ usage error, 130 after SIGINT once every run has ended interrupted.`,
 }
 
 func runRun(ctx context.Context, e *env, f *runFlags, args []string) error {
-	if len(f.agents) == 0 {
-		return usagef("name an agent with -a (see 'drover agents')")
-	}
-	prompt, err := readPrompt(e, args)
+	plan, err := planRun(ctx, e, f, args)
 	if err != nil {
 		return err
 	}
-	opts := drover.Options{
-		Model: f.model, Cwd: f.cwd, MaxTurns: f.maxTurns, MaxBudgetUSD: f.maxBudget, Resume: f.resume,
-		AllowedTools: f.allowedTools, DisallowedTools: f.disallowedTools, AddDirs: f.addDirs,
-		SystemPrompt: f.systemPrompt, Timeout: f.timeout, IdleTimeout: f.idleTimeout,
-		PartialText: f.partial, ConfigDir: f.configDir,
-	}
-	if f.tier != "" {
-		t, err := drover.ParseTier(f.tier)
-		if err != nil {
-			return usageError{err}
-		}
-		opts.Tier = t
-	}
-	if f.apiRetries >= 0 {
-		n := f.apiRetries
-		opts.APIRetries = &n
-	}
-	if opts.Cwd != "" {
-		if st, err := os.Stat(opts.Cwd); err != nil || !st.IsDir() {
-			return usagef("--cwd %s is not a directory", opts.Cwd)
-		}
-	}
-	if err := opts.Validate(); err != nil {
-		return usageError{err}
-	}
-	engine := drover.NewEngine(builtin.Registry())
-	for _, a := range f.agents {
-		if _, ok := engine.Registry().Get(a); !ok {
-			return usagef("unknown agent %q (known: %s)", a, strings.Join(engine.Registry().List(), ", "))
-		}
-	}
-
-	if f.fakemodel || f.fakeScript != "" || f.fakeLog != "" {
-		apply, stop, err := startFakemodel(e, f.fakeScript, f.fakeLog, !f.json)
+	opts := plan.opts
+	if plan.fake != nil {
+		apply, stop, err := plan.fake.start(e, !f.json)
 		if err != nil {
 			return err
 		}
 		defer stop()
 		apply(&opts)
 	}
-
-	if f.isolate && f.configDir != "" {
-		return usagef("--isolate and --config-dir exclude each other")
-	}
-	specs := make([]drover.RunSpec, len(f.agents))
-	for i, a := range f.agents {
-		specs[i] = drover.RunSpec{Agent: a, Prompt: prompt, Options: opts}
-		if len(f.agents) > 1 {
-			specs[i].ID = runLabel(f.agents, i)
-		}
-		// Parallel runs never share a configuration home: vendor CLIs
-		// corrupt their state files when two processes write them at once.
-		switch {
-		case f.isolate:
-			dir, err := newIsolatedHome(runLabel(f.agents, i))
-			if err != nil {
-				return err
-			}
-			specs[i].Options.ConfigDir = dir
-			fmt.Fprintf(e.stderr, "drover: %s: configuration home %s\n", runLabel(f.agents, i), dir)
-		case len(f.agents) > 1 && opts.ConfigDir != "":
-			specs[i].Options.ConfigDir = filepath.Join(opts.ConfigDir, runLabel(f.agents, i))
-		}
-	}
-	if f.session != "" && f.resume != "" {
-		return usagef("--session and --resume exclude each other")
+	specs, err := runSpecs(e, f, plan.prompt, opts)
+	if err != nil {
+		return err
 	}
 	human := newHuman(e.stdout, len(specs) > 1, f.partial)
 	var p printer = human
@@ -173,13 +116,13 @@ func runRun(ctx context.Context, e *env, f *runFlags, args []string) error {
 		bg := context.WithoutCancel(ctx)
 		var ids []string
 		for _, spec := range specs {
-			spec.Options.SessionID = f.session
 			started, err := sup.Start(bg, runs.StartRequest{Agent: spec.Agent, Prompt: spec.Prompt, Options: spec.Options,
 				ForkFrom: f.fork})
 			if err != nil {
 				for _, started := range ids {
 					_ = sup.Cancel(bg, started)
 				}
+				// planRun checked all this; the ledger may have changed since.
 				if errors.Is(err, store.ErrNotFound) {
 					return usagef("%v (see 'drover sessions' and 'drover ps --all')", err)
 				}
@@ -231,6 +174,155 @@ func runRun(ctx context.Context, e *env, f *runFlags, args []string) error {
 		}
 		return exitFor(ctx, statuses)
 	})
+}
+
+// runPlan is a `drover run` that passed every usage check. Nothing has
+// been created on disk or started for it yet.
+type runPlan struct {
+	prompt string
+	opts   drover.Options // before fakemodel's defaults and the runs' own homes
+	fake   *offline       // nil without --fakemodel
+}
+
+// planRun checks everything in how drover run was called that can be
+// wrong, so that a refused invocation leaves no trace: no configuration
+// home, no ledger, no fakemodel server. It reads the ledger, if there is
+// one, to find --session and --fork, and refuses what Supervisor.Start
+// would refuse of each run.
+func planRun(ctx context.Context, e *env, f *runFlags, args []string) (*runPlan, error) {
+	switch {
+	case len(f.agents) == 0:
+		return nil, usagef("name an agent with -a (see 'drover agents')")
+	case f.isolate && f.configDir != "":
+		return nil, usagef("--isolate and --config-dir exclude each other")
+	case f.session != "" && f.resume != "":
+		return nil, usagef("--session and --resume exclude each other")
+	case f.session != "" && f.fork != "":
+		return nil, usagef("--session and --fork exclude each other (a fork starts a new session)")
+	}
+	prompt, err := readPrompt(e, args)
+	if err != nil {
+		return nil, err
+	}
+	opts := drover.Options{
+		Model: f.model, Cwd: f.cwd, MaxTurns: f.maxTurns, MaxBudgetUSD: f.maxBudget, Resume: f.resume,
+		AllowedTools: f.allowedTools, DisallowedTools: f.disallowedTools, AddDirs: f.addDirs,
+		SystemPrompt: f.systemPrompt, Timeout: f.timeout, IdleTimeout: f.idleTimeout,
+		PartialText: f.partial, ConfigDir: f.configDir, SessionID: f.session,
+	}
+	if f.tier != "" {
+		t, err := drover.ParseTier(f.tier)
+		if err != nil {
+			return nil, usageError{err}
+		}
+		opts.Tier = t
+	}
+	if f.apiRetries >= 0 {
+		n := f.apiRetries
+		opts.APIRetries = &n
+	}
+	if opts.Cwd != "" {
+		if st, err := os.Stat(opts.Cwd); err != nil || !st.IsDir() {
+			return nil, usagef("--cwd %s is not a directory", opts.Cwd)
+		}
+	}
+	if err := opts.Validate(); err != nil {
+		return nil, usageError{err}
+	}
+	fake, err := newOffline(f.fakemodel, f.fakeScript, f.fakeLog)
+	if err != nil {
+		return nil, err
+	}
+	from, err := findInLedger(ctx, f.db, f.session, f.fork)
+	if err != nil {
+		return nil, err
+	}
+	reg := builtin.Registry()
+	for _, a := range f.agents {
+		ad, ok := reg.Get(a)
+		if !ok {
+			return nil, usagef("unknown agent %q (known: %s)", a, strings.Join(reg.List(), ", "))
+		}
+		// What each run will ask of its agent once drover has filled in
+		// what the flags imply. Only which options are set matters here,
+		// not their values: the fakemodel's address and the isolated homes
+		// do not exist yet.
+		o := opts
+		if fake != nil {
+			fake.defaults("")(&o)
+		}
+		if f.isolate {
+			o.ConfigDir = "isolated"
+		}
+		if from != nil {
+			if from.Agent != ad.ID() || from.ResumeToken == "" {
+				return nil, usagef("--fork: run %s (%s) has no %s conversation to fork", from.ID, from.Agent, ad.ID())
+			}
+			o.Resume, o.Fork = from.ResumeToken, true
+		}
+		if err := ad.Capabilities().Unsupported(o); err != nil {
+			return nil, usagef("%s: %w (see 'drover agents --json' for what it supports)", a, err)
+		}
+	}
+	return &runPlan{prompt: prompt, opts: opts, fake: fake}, nil
+}
+
+// findInLedger looks up the session to continue or the run to fork from,
+// whichever is named, without creating the ledger: a ledger that does not
+// exist has neither. It returns the run to fork from, else nil.
+func findInLedger(ctx context.Context, db, session, fork string) (*store.Run, error) {
+	if session == "" && fork == "" {
+		return nil, nil
+	}
+	kind, id := "session", session
+	if fork != "" {
+		kind, id = "run", fork
+	}
+	st, err := openExistingLedger(ctx, db)
+	if errors.Is(err, errNoLedger) {
+		return nil, notFound(kind, id, store.ErrNotFound)
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer st.Close()
+	if session != "" {
+		_, err := st.GetSession(ctx, session)
+		return nil, notFound(kind, id, err)
+	}
+	r, err := st.GetRun(ctx, fork)
+	if err != nil {
+		return nil, notFound(kind, id, err)
+	}
+	return r, nil
+}
+
+// runSpecs returns one run of each -a with opts. Parallel runs never share
+// a configuration home: vendor CLIs corrupt their state files when two
+// processes write them at once. So with --isolate each run gets a new home
+// (created here and printed), and runs under one home get a subdirectory
+// each.
+func runSpecs(e *env, f *runFlags, prompt string, opts drover.Options) ([]drover.RunSpec, error) {
+	specs := make([]drover.RunSpec, len(f.agents))
+	for i, a := range f.agents {
+		label := runLabel(f.agents, i)
+		specs[i] = drover.RunSpec{Agent: a, Prompt: prompt, Options: opts}
+		if len(f.agents) > 1 {
+			specs[i].ID = label
+		}
+		switch {
+		case f.isolate:
+			dir, err := newIsolatedHome(label)
+			if err != nil {
+				return nil, err
+			}
+			specs[i].Options.ConfigDir = dir
+			fmt.Fprintf(e.stderr, "drover: %s: configuration home %s\n", label, dir)
+		case len(f.agents) > 1 && opts.ConfigDir != "":
+			specs[i].Options.ConfigDir = filepath.Join(opts.ConfigDir, label)
+		}
+	}
+	return specs, nil
 }
 
 // exitFor maps how the runs ended to drover's exit status.

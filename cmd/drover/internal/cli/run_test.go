@@ -5,15 +5,18 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/drover-run/drover"
+	"github.com/drover-run/drover/store/sqlite"
 )
 
 func TestADP1_MisbehavingAgentsThroughCLI(t *testing.T) {
@@ -227,4 +230,79 @@ func TestCLI_SecondInterruptKills(t *testing.T) {
 	if !strings.Contains(last, `"status":"interrupted"`) {
 		t.Fatalf("last line %s", last)
 	}
+}
+
+// TestCLI_RefusedRunLeavesNoTrace: an invocation refused as a usage error
+// exits 2 before anything is created: no configuration homes, no ledger,
+// no fakemodel server, in an empty state directory or one with a ledger.
+func TestCLI_RefusedRunLeavesNoTrace(t *testing.T) {
+	t.Setenv("DROVER_DB", "") // the ledger in the state directory
+	refused := [][]string{
+		{"run", "--isolate", "--session", "BAD", "-a", "claude", "x"},
+		{"run", "--isolate", "--fork", "run_nope", "-a", "claude", "x"},
+		{"run", "--isolate", "--config-dir", "/tmp/somewhere", "-a", "claude", "x"},
+		{"run", "--isolate", "--session", "s", "--resume", "r", "-a", "claude", "x"},
+		{"run", "--isolate", "--session", "s", "--fork", "run_x", "-a", "claude", "x"},
+		{"run", "--isolate", "-a", "claude", "-a", "nope", "x"},
+		{"run", "--isolate", "--tier", "yolo", "-a", "claude", "x"},
+		{"run", "--isolate", "--cwd", "/nonexistent", "-a", "claude", "x"},
+		{"run", "--isolate", "--max-turns", "-2", "-a", "claude", "x"},
+		{"run", "--isolate", "--max-turns", "3", "-a", "claude", "-a", "codex", "x"}, // unsupported by codex
+		{"run", "--isolate", "--fakemodel", "--session", "BAD", "-a", "claude", "x"},
+		{"run", "--isolate", "--fakemodel-script", "/nonexistent.json", "-a", "claude", "x"},
+		{"serve", "--fakemodel", "--stdio", "--addr", "127.0.0.1:0"},
+		{"serve", "--fakemodel", "--addr", "0.0.0.0:0", "--token", ""},
+	}
+	check := func(t *testing.T, state string, args []string) {
+		t.Helper()
+		before := listTree(t, state)
+		var out, errb bytes.Buffer
+		code := Run(context.Background(), args, strings.NewReader(""), &out, &errb)
+		if code != ExitUsage {
+			t.Errorf("%v: exit %d, want 2 (stderr %q)", args, code, errb.String())
+		}
+		if after := listTree(t, state); !slices.Equal(after, before) {
+			t.Errorf("%v: the state directory changed: %q → %q", args, before, after)
+		}
+		if strings.Contains(errb.String(), "fakemodel at") {
+			t.Errorf("%v: started a fakemodel: %q", args, errb.String())
+		}
+	}
+	t.Run("empty", func(t *testing.T) {
+		state := t.TempDir()
+		t.Setenv("XDG_STATE_HOME", state)
+		for _, args := range refused {
+			check(t, state, args)
+		}
+	})
+	t.Run("ledger", func(t *testing.T) {
+		state := t.TempDir()
+		t.Setenv("XDG_STATE_HOME", state)
+		if err := os.MkdirAll(filepath.Join(state, "drover"), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		st, err := sqlite.Open(context.Background(), filepath.Join(state, "drover", "drover.db"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		st.Close()
+		for _, args := range refused {
+			check(t, state, args)
+		}
+	})
+}
+
+// listTree lists the paths under dir, relative to it.
+func listTree(t *testing.T, dir string) []string {
+	t.Helper()
+	var paths []string
+	err := filepath.WalkDir(dir, func(p string, _ fs.DirEntry, err error) error {
+		rel, _ := filepath.Rel(dir, p)
+		paths = append(paths, rel)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return paths
 }

@@ -19,7 +19,7 @@ import (
 
 func newServeCmd(e *env) *cobra.Command {
 	var db, addr, token, fakeScript, fakeLog string
-	var stdio, fake bool
+	var stdio, fakeOn bool
 	var limit int
 	cmd := &cobra.Command{
 		Use:   "serve [--stdio | --addr HOST:PORT]",
@@ -55,9 +55,24 @@ and exits 130; a second one kills every agent process group at once.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
+			if stdio && (cmd.Flags().Changed("addr") || cmd.Flags().Changed("token")) {
+				return usagef("--stdio does not take --addr or --token")
+			}
+			if !stdio {
+				if token == "" {
+					token = os.Getenv("DROVER_TOKEN")
+				}
+				if err := server.CheckAddr(addr, token); err != nil {
+					return usagef("%v", err)
+				}
+			}
+			fake, err := newOffline(fakeOn, fakeScript, fakeLog)
+			if err != nil {
+				return err
+			}
 			var pcfg protocol.Config
-			if fake || fakeScript != "" || fakeLog != "" {
-				apply, stop, err := startFakemodel(e, fakeScript, fakeLog, true)
+			if fake != nil {
+				apply, stop, err := fake.start(e, true)
 				if err != nil {
 					return err
 				}
@@ -65,16 +80,7 @@ and exits 130; a second one kills every agent process group at once.`,
 				pcfg.Defaults = apply
 			}
 			if stdio {
-				if cmd.Flags().Changed("addr") || cmd.Flags().Changed("token") {
-					return usagef("--stdio does not take --addr or --token")
-				}
 				return serveStdio(ctx, e, db, limit, pcfg)
-			}
-			if token == "" {
-				token = os.Getenv("DROVER_TOKEN")
-			}
-			if err := server.CheckAddr(addr, token); err != nil {
-				return usagef("%v", err)
 			}
 			return serveHTTP(ctx, e, db, limit, addr, token, pcfg)
 		},
@@ -84,7 +90,7 @@ and exits 130; a second one kills every agent process group at once.`,
 	cmd.Flags().StringVar(&addr, "addr", server.DefaultAddr, "HTTP address to listen on")
 	cmd.Flags().StringVar(&token, "token", "", "bearer token every HTTP request must carry (default $DROVER_TOKEN)")
 	cmd.Flags().IntVar(&limit, "limit", 8, "runs that may run at once; more wait as pending")
-	cmd.Flags().BoolVar(&fake, "fakemodel", false, "point every run that names no endpoint at drover's built-in scripted model server (offline)")
+	cmd.Flags().BoolVar(&fakeOn, "fakemodel", false, "point every run that names no endpoint at drover's built-in scripted model server (offline)")
 	cmd.Flags().StringVar(&fakeScript, "fakemodel-script", "", "script file for --fakemodel (default: the built-in demo script)")
 	cmd.Flags().StringVar(&fakeLog, "fakemodel-log", "", "append every request fakemodel receives to this file, one JSON line each")
 	return cmd
