@@ -7,8 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/signal"
+	"strings"
 	"sync"
 	"syscall"
 
@@ -70,8 +72,11 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 
 // Run is Main with the caller's context: cancelling ctx is what a signal does.
 func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	env := &env{stdin: stdin, stdout: stdout, stderr: stderr}
-	root := newRoot(env)
+	// Log records come from the supervisor's goroutines while a command
+	// writes its own messages: one lock keeps their lines whole.
+	stderr = &syncWriter{w: stderr}
+	e := &env{stdin: stdin, stdout: stdout, stderr: stderr, log: slog.New(slog.DiscardHandler)}
+	root := newRoot(e)
 	root.SetArgs(args)
 	root.SetIn(stdin)
 	root.SetOut(stdout)
@@ -93,25 +98,75 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	}
 }
 
-// env is what every command shares: its standard streams.
+// env is what every command shares: its standard streams and the logger
+// chosen by --log-level.
 type env struct {
 	stdin          io.Reader
 	stdout, stderr io.Writer
+	log            *slog.Logger
 }
 
 func newRoot(e *env) *cobra.Command {
+	var logLevel string
 	root := &cobra.Command{
 		Use:   "drover",
 		Short: "Run AI coding agents as supervised processes behind one interface",
-		Long: `drover runs AI coding agents (Claude Code, and more to come) behind one
-event stream, one permission model, parallel runs and clean cancellation.`,
+		Long: `drover runs AI coding agents (Claude Code, Codex, Gemini CLI, OpenCode)
+behind one event stream, one permission model, parallel runs and clean
+cancellation.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+			level, from := logLevel, "--log-level"
+			if !cmd.Flags().Changed("log-level") {
+				level, from = os.Getenv("DROVER_LOG_LEVEL"), "DROVER_LOG_LEVEL"
+			}
+			log, err := newLogger(e.stderr, level)
+			if err != nil {
+				return usagef("%s: %v", from, err)
+			}
+			e.log = log
+			return nil
+		},
 	}
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	root.PersistentFlags().StringVar(&logLevel, "log-level", "", "what drover logs on stderr: off, error, warn, info or debug (default $DROVER_LOG_LEVEL, else error)")
 	root.AddCommand(newRunCmd(e), newAgentsCmd(e), newFakemodelCmd(e),
 		newPsCmd(e), newShowCmd(e), newLogsCmd(e), newCancelCmd(e), newWaitCmd(e), newSessionsCmd(e), newServeCmd(e))
 	return root
+}
+
+// newLogger returns the logger of level ("" is error), writing text
+// records to w.
+func newLogger(w io.Writer, level string) (*slog.Logger, error) {
+	var l slog.Level
+	switch strings.ToLower(level) {
+	case "off":
+		return slog.New(slog.DiscardHandler), nil
+	case "", "error":
+		l = slog.LevelError
+	case "warn":
+		l = slog.LevelWarn
+	case "info":
+		l = slog.LevelInfo
+	case "debug":
+		l = slog.LevelDebug
+	default:
+		return nil, fmt.Errorf("unknown level %q (off, error, warn, info or debug)", level)
+	}
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: l})), nil
+}
+
+// syncWriter serialises the writes to w.
+type syncWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (s *syncWriter) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.Write(p)
 }
 
 // isFlagError recognises cobra's own usage errors (unknown command, wrong

@@ -17,6 +17,8 @@ import (
 
 	"github.com/drover-run/drover"
 	"github.com/drover-run/drover/internal/uestest"
+	"github.com/drover-run/drover/store"
+	"github.com/drover-run/drover/store/sqlite"
 	"go.uber.org/goleak"
 )
 
@@ -220,4 +222,56 @@ func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// TestCLI_LogLevel: an unknown level is a usage error, from the flag or
+// DROVER_LOG_LEVEL; --log-level info shows a read-only command reconciling
+// a dead drover's run on stderr, leaving its JSON on stdout pure; the
+// default level logs nothing, neither there nor for a normal run.
+func TestCLI_LogLevel(t *testing.T) {
+	for _, c := range []struct{ flag, env string }{{flag: "loud"}, {env: "loud"}} {
+		t.Setenv("DROVER_LOG_LEVEL", c.env)
+		args := []string{"ps"}
+		if c.flag != "" {
+			args = []string{"--log-level", c.flag, "ps"}
+		}
+		if code, _, errOut := cli(t, "ok", args...); code != ExitUsage || !strings.Contains(errOut, `unknown level "loud"`) {
+			t.Errorf("%v with DROVER_LOG_LEVEL=%q: exit %d, stderr %q", args, c.env, code, errOut)
+		}
+	}
+	t.Setenv("DROVER_LOG_LEVEL", "")
+
+	db := filepath.Join(t.TempDir(), "drover.db")
+	t.Setenv("DROVER_DB", db)
+	st, err := sqlite.Open(context.Background(), db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	host, _ := os.Hostname()
+	for _, id := range []string{"run_dead1", "run_dead2"} {
+		r := &store.Run{ID: id, Agent: "claude-code", Status: store.StatusRunning, Owner: host + ":999999999", SessionID: "s"}
+		if err := st.CreateRun(context.Background(), r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st.Close()
+
+	code, out, errOut := cli(t, "ok", "--log-level", "info", "show", "--json", "run_dead1")
+	if code != ExitOK {
+		t.Fatalf("show: exit %d: %s", code, errOut)
+	}
+	var shown struct{ Run store.Run }
+	if err := json.Unmarshal([]byte(out), &shown); err != nil || shown.Run.Status != store.StatusFailed {
+		t.Fatalf("stdout is not the failed run alone: %v %q", err, out)
+	}
+	if !strings.Contains(errOut, `level=INFO msg="marked a run left by a dead drover failed" run=run_dead1`) {
+		t.Errorf("no reconcile record on stderr: %q", errOut)
+	}
+
+	if code, _, errOut := cli(t, "ok", "show", "run_dead2"); code != ExitOK || errOut != "" {
+		t.Errorf("default level: exit %d, stderr %q", code, errOut)
+	}
+	if code, _, errOut := cli(t, "ok", "run", "--json", "-a", "claude", "hi"); code != ExitOK || strings.Contains(errOut, "level=") {
+		t.Errorf("default level, a normal run: exit %d, stderr %q", code, errOut)
+	}
 }

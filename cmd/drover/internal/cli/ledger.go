@@ -30,8 +30,12 @@ func dbPath(flag string) (string, error) {
 	return filepath.Join(dir, "drover.db"), nil
 }
 
-// withLedger opens the ledger for one command and a supervisor over it.
-func withLedger(ctx context.Context, db string, limit int, fn func(*runs.Supervisor, store.Store) error) error {
+// withLedger opens the ledger named by db (see dbPath), creating it if
+// missing, and a supervisor over it that runs up to limit runs at once,
+// for fn. The supervisor reconciles first (see withStore); on return it is
+// closed, which cancels the runs fn left going and waits until they are
+// recorded.
+func (e *env) withLedger(ctx context.Context, db string, limit int, fn func(*runs.Supervisor, store.Store) error) error {
 	path, err := dbPath(db)
 	if err != nil {
 		return err
@@ -44,7 +48,7 @@ func withLedger(ctx context.Context, db string, limit int, fn func(*runs.Supervi
 		return fmt.Errorf("open ledger %s: %w", path, err)
 	}
 	defer st.Close()
-	sup, err := runs.New(ctx, drover.NewEngine(builtin.Registry()), st, runs.Config{Limit: limit})
+	sup, err := runs.New(ctx, drover.NewEngine(builtin.Registry()), st, runs.Config{Limit: limit, Logger: e.log})
 	if err != nil {
 		return err
 	}
@@ -61,13 +65,13 @@ func addDBFlag(cmd *cobra.Command, db *string) {
 // reconciles, like a supervisor starting would: runs left pending or
 // running by a drover process that is gone are marked failed and their
 // process groups killed, so that what the command shows is true.
-func withStore(ctx context.Context, db string, fn func(store.Store) error) error {
+func (e *env) withStore(ctx context.Context, db string, fn func(store.Store) error) error {
 	st, err := openExistingLedger(ctx, db)
 	if err != nil {
 		return err
 	}
 	defer st.Close()
-	if err := runs.Reconcile(ctx, st, runs.DefaultOwner(), nil); err != nil {
+	if err := runs.Reconcile(ctx, st, runs.DefaultOwner(), e.log); err != nil {
 		return fmt.Errorf("reconcile ledger: %w", err)
 	}
 	return fn(st)

@@ -21,7 +21,7 @@ func newLogsCmd(e *env) *cobra.Command {
 			if asJSON {
 				p = &jsonPrinter{w: e.stdout}
 			}
-			return withLedger(ctx, db, 1, func(sup *runs.Supervisor, st store.Store) error {
+			return e.withLedger(ctx, db, 1, func(sup *runs.Supervisor, st store.Store) error {
 				if _, err := st.GetRun(ctx, id); err != nil {
 					return notFound("run", id, err)
 				}

@@ -25,7 +25,7 @@ func newPsCmd(e *env) *cobra.Command {
 			} else if !all {
 				f.Since = time.Now().Add(-24 * time.Hour)
 			}
-			return withStore(cmd.Context(), db, func(st store.Store) error {
+			return e.withStore(cmd.Context(), db, func(st store.Store) error {
 				rs, err := st.ListRuns(cmd.Context(), f)
 				if err != nil {
 					return err

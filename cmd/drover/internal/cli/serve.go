@@ -70,7 +70,7 @@ and exits 130; a second one kills every agent process group at once.`,
 			if err != nil {
 				return err
 			}
-			var pcfg protocol.Config
+			pcfg := protocol.Config{Logger: e.log}
 			if fake != nil {
 				apply, stop, err := fake.start(e, true)
 				if err != nil {
@@ -97,7 +97,7 @@ and exits 130; a second one kills every agent process group at once.`,
 }
 
 func serveStdio(ctx context.Context, e *env, db string, limit int, pcfg protocol.Config) error {
-	return withLedger(ctx, db, limit, func(sup *runs.Supervisor, st store.Store) error {
+	return e.withLedger(ctx, db, limit, func(sup *runs.Supervisor, st store.Store) error {
 		srv := protocol.NewServer(sup, pcfg)
 		// stdin is hidden behind a plain io.Reader: a Read in
 		// progress cannot be interrupted, so on a signal Serve
@@ -114,12 +114,12 @@ func serveStdio(ctx context.Context, e *env, db string, limit int, pcfg protocol
 // awaits in progress, lets other requests finish for a moment, and exits
 // 130; withLedger then cancels the runs still going.
 func serveHTTP(ctx context.Context, e *env, db string, limit int, addr, token string, pcfg protocol.Config) error {
-	return withLedger(ctx, db, limit, func(sup *runs.Supervisor, st store.Store) error {
+	return e.withLedger(ctx, db, limit, func(sup *runs.Supervisor, st store.Store) error {
 		ln, err := net.Listen("tcp", addr)
 		if err != nil {
 			return fmt.Errorf("listen: %w", err)
 		}
-		hs := server.New(protocol.NewServer(sup, pcfg), server.Config{Token: token})
+		hs := server.New(protocol.NewServer(sup, pcfg), server.Config{Token: token, Logger: e.log})
 		h := hs.HTTPServer()
 		fmt.Fprintf(e.stderr, "drover: serving HTTP on http://%s\n", ln.Addr())
 		if token == "" {

@@ -16,7 +16,7 @@ func newSessionsCmd(e *env) *cobra.Command {
 		Short: "List drover sessions: agent, head run, resume token, turns",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return withStore(cmd.Context(), db, func(st store.Store) error {
+			return e.withStore(cmd.Context(), db, func(st store.Store) error {
 				ss, err := st.ListSessions(cmd.Context(), limit)
 				if err != nil {
 					return err

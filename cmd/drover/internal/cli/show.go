@@ -18,7 +18,7 @@ func newShowCmd(e *env) *cobra.Command {
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
-			return withStore(ctx, db, func(st store.Store) error {
+			return e.withStore(ctx, db, func(st store.Store) error {
 				r, err := st.GetRun(ctx, args[0])
 				if err != nil {
 					return notFound("run", args[0], err)
