@@ -152,13 +152,7 @@ func (w *world) run(ctx context.Context, prompt string, o drover.Options) []drov
 }
 
 // Types lists the event types of evs.
-func Types(evs []drover.Event) []drover.EventType {
-	out := make([]drover.EventType, len(evs))
-	for i, e := range evs {
-		out[i] = e.Type
-	}
-	return out
-}
+func Types(evs []drover.Event) []drover.EventType { return uestest.Types(evs) }
 
 // Payloads returns the payloads of type T in evs, in order.
 func Payloads[T any](evs []drover.Event) []T {
