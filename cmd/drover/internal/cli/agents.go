@@ -1,10 +1,6 @@
 package cli
 
 import (
-	"encoding/json"
-	"fmt"
-	"text/tabwriter"
-
 	"github.com/drover-run/drover"
 	"github.com/drover-run/drover/builtin"
 	"github.com/spf13/cobra"
@@ -30,26 +26,13 @@ func newAgentsCmd(e *env) *cobra.Command {
 				a, _ := reg.Get(id)
 				rows = append(rows, agentInfo{ID: id, Availability: a.Available(cmd.Context()), Capabilities: a.Capabilities()})
 			}
-			if asJSON {
-				enc := json.NewEncoder(e.stdout)
-				for _, r := range rows {
-					if err := enc.Encode(r); err != nil {
-						return err
-					}
-				}
-				return nil
-			}
-			tw := tabwriter.NewWriter(e.stdout, 2, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "AGENT\tINSTALLED\tVERSION\tTESTED\tPATH")
-			for _, r := range rows {
-				inst, tested, ver, path := "no", "no", r.Version, r.Path
+			return printList(e, asJSON, rows, []string{"AGENT", "INSTALLED", "VERSION", "TESTED", "PATH"}, func(r agentInfo) []string {
+				inst, tested, ver, path := "no", "no (tested: "+r.TestedVersions+")", r.Version, r.Path
 				if r.Installed {
 					inst = "yes"
 				}
 				if r.Tested {
 					tested = "yes"
-				} else {
-					tested = "no (tested: " + r.TestedVersions + ")"
 				}
 				if ver == "" {
 					ver = "-"
@@ -57,9 +40,8 @@ func newAgentsCmd(e *env) *cobra.Command {
 				if path == "" {
 					path = r.Error
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", r.ID, inst, ver, tested, path)
-			}
-			return tw.Flush()
+				return []string{r.ID, inst, ver, tested, path}
+			})
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "one JSON object per agent")

@@ -16,11 +16,8 @@ func newCancelCmd(e *env) *cobra.Command {
 		Args:  cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
-			return e.withLedger(ctx, db, 1, func(sup *runs.Supervisor, st store.Store) error {
+			return e.withRuns(ctx, db, args, func(sup *runs.Supervisor, _ store.Store) error {
 				for _, id := range args {
-					if _, err := st.GetRun(ctx, id); err != nil {
-						return notFound("run", id, err)
-					}
 					if err := sup.Cancel(ctx, id); err != nil {
 						return err
 					}

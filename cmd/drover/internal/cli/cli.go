@@ -46,6 +46,7 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
 	defer signal.Stop(sigs)
+	stderr = &syncWriter{w: stderr} // shared with the signal goroutine
 	// The signal goroutine is owned here: stopped and waited for on return.
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
@@ -70,7 +71,8 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	return Run(ctx, args, stdin, stdout, stderr)
 }
 
-// Run is Main with the caller's context: cancelling ctx is what a signal does.
+// Run is Main with the caller's context and no signal handling: cancelling
+// ctx is what the first signal does.
 func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	// Log records come from the supervisor's goroutines while a command
 	// writes its own messages: one lock keeps their lines whole.
@@ -174,7 +176,7 @@ func (s *syncWriter) Write(p []byte) (int, error) {
 func isFlagError(err error) bool {
 	msg := err.Error()
 	for _, p := range []string{"unknown command", "unknown flag", "unknown shorthand flag", "accepts ", "requires at least", "invalid argument"} {
-		if len(msg) >= len(p) && (msg[:len(p)] == p) {
+		if strings.HasPrefix(msg, p) {
 			return true
 		}
 	}

@@ -225,8 +225,8 @@ func (s *syncBuffer) String() string {
 }
 
 // TestCLI_LogLevel: an unknown level is a usage error, from the flag or
-// DROVER_LOG_LEVEL; --log-level info shows a read-only command reconciling
-// a dead drover's run on stderr, leaving its JSON on stdout pure; the
+// DROVER_LOG_LEVEL; with --log-level info, show logs on stderr how it
+// reconciled a dead drover's run, and its JSON on stdout stays pure; the
 // default level logs nothing, neither there nor for a normal run.
 func TestCLI_LogLevel(t *testing.T) {
 	for _, c := range []struct{ flag, env string }{{flag: "loud"}, {env: "loud"}} {

@@ -83,18 +83,47 @@ var errNoLedger = errors.New("no ledger")
 // openExistingLedger opens the ledger named by db (see dbPath) if it
 // exists, and otherwise fails with an error wrapping errNoLedger.
 func openExistingLedger(ctx context.Context, db string) (store.Store, error) {
-	path, err := dbPath(db)
+	path, err := existingLedger(db)
 	if err != nil {
 		return nil, err
-	}
-	if _, err := os.Stat(path); err != nil {
-		return nil, fmt.Errorf("%w at %s (runs are recorded by 'drover run'; or pass --db)", errNoLedger, path)
 	}
 	st, err := openLedger(ctx, path)
 	if err != nil {
 		return nil, fmt.Errorf("open ledger %s: %w", path, err)
 	}
 	return st, nil
+}
+
+// existingLedger returns the path of the ledger named by db (see dbPath),
+// or an error wrapping errNoLedger if there is no file there.
+func existingLedger(db string) (string, error) {
+	path, err := dbPath(db)
+	if err != nil {
+		return "", err
+	}
+	if _, err := os.Stat(path); err != nil {
+		return "", fmt.Errorf("%w at %s (runs are recorded by 'drover run'; or pass --db)", errNoLedger, path)
+	}
+	return path, nil
+}
+
+// withRuns is withLedger (one run at a time) for a command about the runs
+// ids of the existing ledger: if one is not recorded there, it fails with
+// a usage error before doing anything, and creates no ledger.
+func (e *env) withRuns(ctx context.Context, db string, ids []string, fn func(*runs.Supervisor, store.Store) error) error {
+	if _, err := existingLedger(db); errors.Is(err, errNoLedger) {
+		return notFound("run", ids[0], store.ErrNotFound)
+	} else if err != nil {
+		return err
+	}
+	return e.withLedger(ctx, db, 1, func(sup *runs.Supervisor, st store.Store) error {
+		for _, id := range ids {
+			if _, err := st.GetRun(ctx, id); err != nil {
+				return notFound("run", id, err)
+			}
+		}
+		return fn(sup, st)
+	})
 }
 
 // notFound turns the store's ErrNotFound for the kind ("run", "session")

@@ -21,10 +21,7 @@ func newLogsCmd(e *env) *cobra.Command {
 			if asJSON {
 				p = &jsonPrinter{w: e.stdout}
 			}
-			return e.withLedger(ctx, db, 1, func(sup *runs.Supervisor, st store.Store) error {
-				if _, err := st.GetRun(ctx, id); err != nil {
-					return notFound("run", id, err)
-				}
+			return e.withRuns(ctx, db, []string{id}, func(sup *runs.Supervisor, st store.Store) error {
 				if !follow {
 					evs, err := st.Events(ctx, id, after, 0)
 					if err != nil {

@@ -93,7 +93,8 @@ func (p *jsonPrinter) print(ev drover.Event) error {
 	return err
 }
 
-// human is the readable live view.
+// human is the readable view of events: live (run) or from the ledger
+// (logs). Colour only on a terminal, and never with NO_COLOR set.
 type human struct {
 	w       io.Writer
 	multi   bool

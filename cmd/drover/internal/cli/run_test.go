@@ -150,9 +150,9 @@ func TestCLI_HumanView(t *testing.T) {
 	}
 }
 
-func TestCLI_MissingBinaryIsolatedInParallel(t *testing.T) {
-	// One run's binary is missing (an explicit bad path), the other works.
-	self, _ := os.Executable()
+// TestCLI_MissingBinaryIsReported: an agent binary that is not there (an
+// explicit bad path) ends the run with NOT_INSTALLED naming the variable.
+func TestCLI_MissingBinaryIsReported(t *testing.T) {
 	t.Setenv(fakeEnv, "ok")
 	t.Setenv("DROVER_CLAUDE_BIN", filepath.Join(t.TempDir(), "no-such-claude"))
 	var out, errb bytes.Buffer
@@ -165,7 +165,6 @@ func TestCLI_MissingBinaryIsolatedInParallel(t *testing.T) {
 	if p, ok := findError(evs); !ok || p.Code != drover.CodeNotInstalled || !strings.Contains(p.Message, "DROVER_CLAUDE_BIN") {
 		t.Fatalf("error %+v", p)
 	}
-	_ = self
 }
 
 // TestADP7_ParallelRunsGetOwnHomes: --isolate gives each run a new home,
@@ -196,10 +195,7 @@ func TestADP7_ParallelRunsGetOwnHomes(t *testing.T) {
 // (SIGTERM, which this fake ignores); the second kills its group at once.
 // The run still ends with done{interrupted} and exit 130.
 func TestCLI_SecondInterruptKills(t *testing.T) {
-	bin := filepath.Join(t.TempDir(), "drover")
-	if out, err := exec.Command("go", "build", "-o", bin, "github.com/drover-run/drover/cmd/drover").CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
-	}
+	bin := buildDrover(t)
 	self, _ := os.Executable()
 	cmd := exec.Command(bin, "run", "--json", "-a", "claude", "wait forever")
 	cmd.Env = append(os.Environ(), "DROVER_CLAUDE_BIN="+self, fakeEnv+"=hang", "GORACE=atexit_sleep_ms=0")
@@ -235,6 +231,7 @@ func TestCLI_SecondInterruptKills(t *testing.T) {
 // TestCLI_RefusedRunLeavesNoTrace: an invocation refused as a usage error
 // exits 2 before anything is created: no configuration homes, no ledger,
 // no fakemodel server, in an empty state directory or one with a ledger.
+// Commands about recorded runs do not create a ledger to find none there.
 func TestCLI_RefusedRunLeavesNoTrace(t *testing.T) {
 	t.Setenv("DROVER_DB", "") // the ledger in the state directory
 	refused := [][]string{
@@ -252,6 +249,9 @@ func TestCLI_RefusedRunLeavesNoTrace(t *testing.T) {
 		{"run", "--isolate", "--fakemodel-script", "/nonexistent.json", "-a", "claude", "x"},
 		{"serve", "--fakemodel", "--stdio", "--addr", "127.0.0.1:0"},
 		{"serve", "--fakemodel", "--addr", "0.0.0.0:0", "--token", ""},
+		{"logs", "run_nope"},
+		{"wait", "run_nope"},
+		{"cancel", "run_nope"},
 	}
 	check := func(t *testing.T, state string, args []string) {
 		t.Helper()

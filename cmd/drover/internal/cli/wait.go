@@ -18,12 +18,7 @@ func newWaitCmd(e *env) *cobra.Command {
 		Args:  cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
-			return e.withLedger(ctx, db, 1, func(sup *runs.Supervisor, st store.Store) error {
-				for _, id := range args {
-					if _, err := st.GetRun(ctx, id); err != nil {
-						return notFound("run", id, err)
-					}
-				}
+			return e.withRuns(ctx, db, args, func(sup *runs.Supervisor, _ store.Store) error {
 				rs, err := sup.Await(ctx, args...)
 				if err != nil {
 					if ctx.Err() != nil {
