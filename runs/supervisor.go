@@ -200,54 +200,35 @@ func NewRunID() string {
 }
 
 // Start records a new run and returns its id and session at once (RUN-1);
-// the run waits as pending until a slot is free (RUN-7). It fails for an
-// unknown agent (drover.ErrUnknownAgent), invalid or unsupported options
-// (drover.ErrValidation, drover.ErrUnsupportedOption), an unknown session
-// or fork run (store.ErrNotFound), or a parent that is not active
-// (ErrParentEnded); then nothing is recorded.
+// the run waits as pending until a slot is free (RUN-7). It refuses what
+// Check refuses, an unknown session or fork run (store.ErrNotFound), and a
+// parent that is not active (ErrParentEnded); then nothing is recorded.
 func (s *Supervisor) Start(ctx context.Context, req StartRequest) (Started, error) {
-	ad, ok := s.eng.Registry().Get(req.Agent)
-	if !ok {
-		return Started{}, fmt.Errorf("%w %q", drover.ErrUnknownAgent, req.Agent)
+	var fork *store.Run
+	if req.ForkFrom != "" {
+		r, err := s.st.GetRun(ctx, req.ForkFrom)
+		if err != nil {
+			return Started{}, fmt.Errorf("fork from %s: %w", req.ForkFrom, err)
+		}
+		fork = r
 	}
-	req.Agent = ad.ID() // record the canonical id, not an alias
-	if err := req.Options.Validate(); err != nil {
-		return Started{}, err
+	var sess *store.Session
+	if id := req.Options.SessionID; id != "" {
+		r, err := s.st.GetSession(ctx, id)
+		if err != nil {
+			return Started{}, fmt.Errorf("session %s: %w", id, err)
+		}
+		sess = r
 	}
-	// An option the agent cannot honour is refused before anything is
-	// recorded (ADP-3), not a run that fails at once.
-	if err := ad.Capabilities().Unsupported(req.Options); err != nil {
+	req, err := Check(s.eng.Registry(), req, fork, sess)
+	if err != nil {
 		return Started{}, err
 	}
 	if req.Options.Timeout <= 0 {
 		req.Options.Timeout = s.cfg.DefaultTimeout
 	}
 	sid := req.Options.SessionID
-	if req.ForkFrom != "" {
-		if sid != "" {
-			return Started{}, &drover.Error{Code: drover.CodeValidation, Message: "a fork starts a new session: do not also name one"}
-		}
-		from, err := s.st.GetRun(ctx, req.ForkFrom)
-		if err != nil {
-			return Started{}, fmt.Errorf("fork from %s: %w", req.ForkFrom, err)
-		}
-		if from.Agent != req.Agent || from.ResumeToken == "" {
-			return Started{}, &drover.Error{Code: drover.CodeValidation, Message: fmt.Sprintf("run %s (%s) has no %s conversation to fork", from.ID, from.Agent, req.Agent)}
-		}
-		req.Options.Resume, req.Options.Fork = from.ResumeToken, true
-		if err := ad.Capabilities().Unsupported(req.Options); err != nil {
-			return Started{}, err
-		}
-	}
-	if sid != "" {
-		sess, err := s.st.GetSession(ctx, sid)
-		if err != nil {
-			return Started{}, fmt.Errorf("session %s: %w", sid, err)
-		}
-		if req.Options.Resume == "" {
-			req.Options.Resume = sess.ResumeToken
-		}
-	} else {
+	if sid == "" {
 		sid = drover.NewSessionID()
 		now := time.Now()
 		if err := s.st.PutSession(ctx, &store.Session{ID: sid, Agent: req.Agent, Heads: []string{}, CreatedAt: now, UpdatedAt: now}); err != nil {
@@ -292,6 +273,61 @@ func (s *Supervisor) Start(ctx context.Context, req StartRequest) (Started, erro
 	s.scheduleLocked()
 	s.notifyLocked()
 	return Started{RunID: id, SessionID: sid}, nil
+}
+
+// Check returns req as Start would run it, or what Start would refuse,
+// without recording anything: an unknown agent (drover.ErrUnknownAgent);
+// invalid options (drover.ErrValidation); a fork that also names a session
+// or a resume token, a fork from a run of another agent or without a
+// conversation, a session of another agent, a session with a resume token
+// of its own (drover.ErrValidation); and options the agent cannot honour
+// once the fork's or session's resume token is in them
+// (drover.ErrUnsupportedOption, ADP-3). fork is the run req.ForkFrom
+// names and session the session req.Options.SessionID names, as the
+// ledger has them; the caller looks them up. The returned request names
+// the agent by its canonical id and carries the resume token to pass on.
+func Check(reg *drover.Registry, req StartRequest, fork *store.Run, session *store.Session) (StartRequest, error) {
+	ad, ok := reg.Get(req.Agent)
+	if !ok {
+		return req, fmt.Errorf("%w %q", drover.ErrUnknownAgent, req.Agent)
+	}
+	req.Agent = ad.ID() // record the canonical id, not an alias
+	if err := req.Options.Validate(); err != nil {
+		return req, err
+	}
+	invalid := func(format string, a ...any) error {
+		return &drover.Error{Code: drover.CodeValidation, Message: fmt.Sprintf(format, a...)}
+	}
+	switch {
+	case req.ForkFrom != "":
+		switch {
+		case req.Options.SessionID != "":
+			return req, invalid("a fork starts a new session: do not also name one")
+		case req.Options.Resume != "":
+			return req, invalid("a fork continues the forked run's conversation: do not also name a resume token")
+		case fork == nil || fork.ID != req.ForkFrom:
+			return req, fmt.Errorf("fork from %s: %w", req.ForkFrom, store.ErrNotFound)
+		case fork.Agent != req.Agent || fork.ResumeToken == "":
+			return req, invalid("run %s (%s) has no %s conversation to fork", fork.ID, fork.Agent, req.Agent)
+		}
+		req.Options.Resume, req.Options.Fork = fork.ResumeToken, true
+	case req.Options.SessionID != "":
+		switch {
+		case req.Options.Resume != "":
+			return req, invalid("a session continues its own conversation: do not also name a resume token")
+		case session == nil || session.ID != req.Options.SessionID:
+			return req, fmt.Errorf("session %s: %w", req.Options.SessionID, store.ErrNotFound)
+		case session.Agent != "" && session.Agent != req.Agent:
+			return req, invalid("session %s is a conversation with %s, not %s", session.ID, session.Agent, req.Agent)
+		}
+		req.Options.Resume = session.ResumeToken
+	}
+	// An option the agent cannot honour is refused before anything is
+	// recorded (ADP-3), not a run that fails at once.
+	if err := ad.Capabilities().Unsupported(req.Options); err != nil {
+		return req, err
+	}
+	return req, nil
 }
 
 // Store returns the ledger the supervisor records in.

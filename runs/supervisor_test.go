@@ -475,6 +475,71 @@ func TestLED4_Fork(t *testing.T) {
 	}
 }
 
+// TestLED4_CheckRefusesMixedContinuations: what a run continues is named
+// once (a session, a fork or a resume token), a session continues only
+// its own agent's conversation, and an agent that cannot resume is refused
+// once a session's token would be passed to it. Nothing is recorded.
+func TestLED4_CheckRefusesMixedContinuations(t *testing.T) {
+	echo := &agent{id: "echo", run: func(_ context.Context, req drover.Request, y func(drover.Event, error) bool) {
+		y(done("vendor-"+req.Prompt), nil)
+	}}
+	oneShot := &oneShotAgent{agent{id: "oneshot", run: echo.run}}
+	reg := drover.NewRegistry()
+	for _, a := range []drover.Adapter{echo, oneShot} {
+		if err := reg.Register(a); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f := newFixtureOn(t, openStore(t, filepath.Join(t.TempDir(), "drover.db")), runs.Config{}, echo)
+	first := f.await(t, f.start(t, runs.StartRequest{Agent: "echo", Prompt: "one"}))[0]
+	sess, err := f.st.GetSession(context.Background(), first.SessionID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, c := range map[string]struct {
+		req  runs.StartRequest
+		want error
+	}{
+		"fork and session":  {runs.StartRequest{Agent: "echo", ForkFrom: first.ID, Options: drover.Options{SessionID: sess.ID}}, drover.ErrValidation},
+		"fork and resume":   {runs.StartRequest{Agent: "echo", ForkFrom: first.ID, Options: drover.Options{Resume: "tok"}}, drover.ErrValidation},
+		"session and token": {runs.StartRequest{Agent: "echo", Options: drover.Options{SessionID: sess.ID, Resume: "tok"}}, drover.ErrValidation},
+		"another's session": {runs.StartRequest{Agent: "oneshot", Options: drover.Options{SessionID: sess.ID}}, drover.ErrValidation},
+		"unknown agent":     {runs.StartRequest{Agent: "nosuch"}, drover.ErrUnknownAgent},
+	} {
+		var fork *store.Run
+		if c.req.ForkFrom != "" {
+			fork = first
+		}
+		var s *store.Session
+		if c.req.Options.SessionID != "" {
+			s = sess
+		}
+		if _, err := runs.Check(reg, c.req, fork, s); !errors.Is(err, c.want) {
+			t.Errorf("%s: %v, want %v", name, err, c.want)
+		}
+	}
+	// The session's token is passed on, and checked against what the agent
+	// can do: oneshot cannot resume.
+	got, err := runs.Check(reg, runs.StartRequest{Agent: "echo", Options: drover.Options{SessionID: sess.ID}}, nil, sess)
+	if err != nil || got.Options.Resume != "vendor-one" {
+		t.Fatalf("continuing: %+v %v", got.Options, err)
+	}
+	sess.Agent = "oneshot"
+	if _, err := runs.Check(reg, runs.StartRequest{Agent: "oneshot", Options: drover.Options{SessionID: sess.ID}}, nil, sess); !errors.Is(err, drover.ErrUnsupportedOption) {
+		t.Fatalf("resume through a session on an agent that cannot resume: %v", err)
+	}
+	if rs, _ := f.st.ListRuns(context.Background(), store.RunFilter{}); len(rs) != 1 {
+		t.Fatalf("%d runs recorded, want only the first", len(rs))
+	}
+}
+
+// oneShotAgent is an agent that cannot resume a conversation.
+type oneShotAgent struct{ agent }
+
+func (a *oneShotAgent) Capabilities() drover.Capabilities {
+	return drover.Capabilities{Tiers: drover.Tiers()}
+}
+
 // TestLED3_TurnRecord: the run's messages and tool calls are recorded when
 // it ends.
 func TestLED3_TurnRecord(t *testing.T) {

@@ -233,20 +233,19 @@ func planRun(ctx context.Context, e *env, f *runFlags, args []string) (*runPlan,
 	if err != nil {
 		return nil, err
 	}
-	from, err := findInLedger(ctx, f.db, f.session, f.fork)
+	fork, sess, err := findInLedger(ctx, f.db, f.session, f.fork)
 	if err != nil {
 		return nil, err
 	}
 	reg := builtin.Registry()
 	for _, a := range f.agents {
-		ad, ok := reg.Get(a)
-		if !ok {
+		if _, ok := reg.Get(a); !ok {
 			return nil, usagef("unknown agent %q (known: %s)", a, strings.Join(reg.List(), ", "))
 		}
-		// What each run will ask of its agent once drover has filled in
-		// what the flags imply. Only which options are set matters here,
-		// not their values: the fakemodel's address and the isolated homes
-		// do not exist yet.
+		// What the supervisor will refuse of each run, once drover has
+		// filled in what the flags imply. Only which options are set
+		// matters here, not their values: the fakemodel's address and the
+		// isolated homes do not exist yet.
 		o := opts
 		if fake != nil {
 			fake.defaults("")(&o)
@@ -254,25 +253,23 @@ func planRun(ctx context.Context, e *env, f *runFlags, args []string) (*runPlan,
 		if f.isolate {
 			o.ConfigDir = "isolated"
 		}
-		if from != nil {
-			if from.Agent != ad.ID() || from.ResumeToken == "" {
-				return nil, usagef("--fork: run %s (%s) has no %s conversation to fork", from.ID, from.Agent, ad.ID())
-			}
-			o.Resume, o.Fork = from.ResumeToken, true
-		}
-		if err := ad.Capabilities().Unsupported(o); err != nil {
+		_, err := runs.Check(reg, runs.StartRequest{Agent: a, Prompt: prompt, Options: o, ForkFrom: f.fork}, fork, sess)
+		switch {
+		case errors.Is(err, drover.ErrUnsupportedOption):
 			return nil, usagef("%s: %w (see 'drover agents --json' for what it supports)", a, err)
+		case err != nil:
+			return nil, usagef("%s: %w", a, err)
 		}
 	}
 	return &runPlan{prompt: prompt, opts: opts, fake: fake}, nil
 }
 
-// findInLedger looks up the session to continue or the run to fork from,
-// whichever is named, without creating the ledger: a ledger that does not
-// exist has neither. It returns the run to fork from, else nil.
-func findInLedger(ctx context.Context, db, session, fork string) (*store.Run, error) {
+// findInLedger looks up the run to fork from and the session to continue,
+// where named, without creating the ledger: a ledger that does not exist
+// has neither.
+func findInLedger(ctx context.Context, db, session, fork string) (*store.Run, *store.Session, error) {
 	if session == "" && fork == "" {
-		return nil, nil
+		return nil, nil, nil
 	}
 	kind, id := "session", session
 	if fork != "" {
@@ -280,21 +277,18 @@ func findInLedger(ctx context.Context, db, session, fork string) (*store.Run, er
 	}
 	st, err := openExistingLedger(ctx, db)
 	if errors.Is(err, errNoLedger) {
-		return nil, notFound(kind, id, store.ErrNotFound)
+		return nil, nil, notFound(kind, id, store.ErrNotFound)
 	}
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer st.Close()
 	if session != "" {
-		_, err := st.GetSession(ctx, session)
-		return nil, notFound(kind, id, err)
+		sess, err := st.GetSession(ctx, session)
+		return nil, sess, notFound(kind, id, err)
 	}
 	r, err := st.GetRun(ctx, fork)
-	if err != nil {
-		return nil, notFound(kind, id, err)
-	}
-	return r, nil
+	return r, nil, notFound(kind, id, err)
 }
 
 // runSpecs returns one run of each -a with opts. Parallel runs never share
