@@ -1,30 +1,24 @@
 package claude
 
 import (
-	"bytes"
 	"encoding/json"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/drover-run/drover/internal/runner"
+	"github.com/drover-run/drover/internal/uestest"
 )
 
-// benchLines is every captured native line, the realistic mix of a run.
+// benchLines is every captured native line, the realistic mix of a run,
+// and their total size.
 func benchLines(b *testing.B) ([][]byte, int64) {
 	b.Helper()
-	files, _ := filepath.Glob("testdata/*/*.jsonl")
 	var lines [][]byte
 	var size int64
-	for _, f := range files {
-		data, err := os.ReadFile(f)
-		if err != nil {
-			b.Fatal(err)
-		}
-		for _, l := range bytes.Split(data, []byte("\n")) {
-			if len(bytes.TrimSpace(l)) > 0 {
-				lines = append(lines, l)
-				size += int64(len(l))
-			}
+	for _, c := range uestest.Captures(b) {
+		for _, l := range c.Lines(b) {
+			lines = append(lines, l)
+			size += int64(len(l))
 		}
 	}
 	return lines, size
@@ -34,13 +28,12 @@ func benchLines(b *testing.B) ([][]byte, int64) {
 // plus mapping to UES events.
 func BenchmarkDecodeClaude(b *testing.B) {
 	lines, size := benchLines(b)
-	now := time.Now
 	b.SetBytes(size)
 	b.ReportAllocs()
 	for b.Loop() {
-		tr := newTranslator("s", now, false)
+		tr := newTranslator(runner.Stamp{Agent: ID, SessionID: "s", Now: time.Now}, false)
 		for _, l := range lines {
-			if _, err := tr.translate(l); err != nil {
+			if _, err := tr.Translate(l); err != nil {
 				b.Fatal(err)
 			}
 		}

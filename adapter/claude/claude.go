@@ -1,91 +1,33 @@
-// Package claude is drover's adapter for Anthropic's Claude Code CLI
-// (`claude -p --output-format stream-json`). Its native → UES mapping and its
-// tier → flag table are in docs/adapters/claude-code.md.
 package claude
 
 import (
-	"context"
-	"errors"
 	"fmt"
-	"io"
-	"iter"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/drover-run/drover"
-	"github.com/drover-run/drover/internal/proc"
 	"github.com/drover-run/drover/internal/runner"
 )
 
-const (
-	// ID is the adapter id stamped on events.
-	ID = "claude-code"
-	// Alias is the short name accepted wherever an agent is named.
-	Alias = "claude"
-	// BinaryEnv names the environment variable that overrides the binary path.
-	BinaryEnv = "DROVER_CLAUDE_BIN"
-	// TestedVersions is the version range this adapter is proven against.
-	TestedVersions = "2.1.330"
-)
-
-var testedVersions = []string{"2.1.330"}
-
-// Adapter runs Claude Code. The zero value is not usable; call New.
-type Adapter struct {
-	linger time.Duration
-	grace  time.Duration
-}
-
-var (
-	_ drover.Adapter = (*Adapter)(nil)
-	_ runner.Vendor  = (*Adapter)(nil)
-)
-
-// New returns a Claude Code adapter.
-func New() *Adapter {
-	return &Adapter{linger: 2 * time.Second, grace: 3 * time.Second}
-}
-
-// ID returns "claude-code".
-func (a *Adapter) ID() string { return ID }
+// dryRunTools are the only native tools offered in the dry-run tier.
+var dryRunTools = []string{"Read", "Glob", "Grep"}
 
 // Capabilities reports every option Claude Code honours; it enforces all four tiers.
 func (a *Adapter) Capabilities() drover.Capabilities {
 	return drover.Capabilities{
-		Tiers:    drover.Tiers(),
 		MaxTurns: true, MaxBudget: true, Resume: true, Fork: true,
 		AllowedTools: true, DisallowedTools: true, AddDirs: true, SystemPrompt: true,
 		PartialText: true, Thinking: true, Cost: true, ConfigDir: true, Endpoint: true, APIRetries: true,
+		Tiers: drover.Tiers(),
 	}
-}
-
-// Available runs `claude --version` (ADP-4).
-func (a *Adapter) Available(ctx context.Context) drover.Availability {
-	return runner.Available(ctx, func() (string, error) { return a.Binary(drover.Options{}) }, []string{"--version"}, testedVersions)
-}
-
-// Run starts claude and yields its events. See drover.Adapter for the contract.
-func (a *Adapter) Run(ctx context.Context, req drover.Request) iter.Seq2[drover.Event, error] {
-	return func(yield func(drover.Event, error) bool) {
-		runner.Run(ctx, a, req, runner.Settings{Linger: a.linger, Grace: a.grace}, yield)
-	}
-}
-
-// Binary finds claude: Options.Binary, DROVER_CLAUDE_BIN, or PATH.
-func (a *Adapter) Binary(opts drover.Options) (string, error) {
-	if opts.Binary != "" {
-		return opts.Binary, nil
-	}
-	return proc.LookPath("claude", BinaryEnv)
 }
 
 // Prepare builds one claude process: flags from the options, the prompt on
 // stdin, and the environment.
-func (a *Adapter) Prepare(_ string, req drover.Request) (*runner.Launch, error) {
+func (a *Adapter) Prepare(req drover.Request) (*runner.Launch, error) {
 	args, err := Args(req.Options)
 	if err != nil {
 		return nil, err
@@ -94,10 +36,18 @@ func (a *Adapter) Prepare(_ string, req drover.Request) (*runner.Launch, error) 
 	if err != nil {
 		return nil, err
 	}
-	return &runner.Launch{
-		Spec:       proc.Spec{Args: args, Env: env, Dir: req.Options.Cwd, Stdin: strings.NewReader(req.Prompt)},
-		Translator: newTranslator(req.Options.SessionID, time.Now, req.Options.Resume != ""),
-	}, nil
+	return &runner.Launch{Args: args, Env: env, Stdin: req.Prompt,
+		Translator: newTranslator(a.Stamp(req), req.Options.Resume != "")}, nil
+}
+
+// Adapter runs Claude Code. The zero value is not usable; call New.
+type Adapter struct{ runner.Base }
+
+var _ drover.Adapter = (*Adapter)(nil)
+
+// New returns a Claude Code adapter.
+func New() *Adapter {
+	return runner.New(&Adapter{}, runner.Spec{ID: ID, Command: "claude", BinaryEnv: BinaryEnv, TestedVersions: []string{TestedVersions}})
 }
 
 // Args returns the claude command-line arguments for opts (the prompt goes on
@@ -145,9 +95,6 @@ func Args(opts drover.Options) ([]string, error) {
 	}
 	return args, nil
 }
-
-// dryRunTools are the only native tools offered in the dry-run tier.
-var dryRunTools = []string{"Read", "Glob", "Grep"}
 
 // toolsFlag returns the value of --tools: the tier's own tool set (if it has
 // one) narrowed by opts.AllowedTools. ok is false when no --tools is needed.
@@ -232,10 +179,6 @@ func seedConfigDir(dir string, seed bool) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil || !seed {
 		return err
 	}
-	dst := filepath.Join(dir, ".credentials.json")
-	if _, err := os.Stat(dst); err == nil {
-		return nil
-	}
 	src := os.Getenv("CLAUDE_CONFIG_DIR")
 	if src == "" {
 		home, err := os.UserHomeDir()
@@ -247,20 +190,6 @@ func seedConfigDir(dir string, seed bool) error {
 	if filepath.Clean(src) == filepath.Clean(dir) {
 		return nil
 	}
-	in, err := os.Open(filepath.Join(src, ".credentials.json"))
-	if errors.Is(err, os.ErrNotExist) {
-		return nil
-	} else if err != nil {
-		return err
-	}
-	defer in.Close()
-	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(out, in); err != nil {
-		out.Close()
-		return err
-	}
-	return out.Close()
+	const creds = ".credentials.json"
+	return runner.CopyIfAbsent(filepath.Join(src, creds), filepath.Join(dir, creds))
 }

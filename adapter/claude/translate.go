@@ -2,13 +2,10 @@ package claude
 
 import (
 	"encoding/json"
-	"fmt"
-	"slices"
 	"strings"
-	"time"
 
 	"github.com/drover-run/drover"
-	"github.com/drover-run/drover/internal/proc"
+	"github.com/drover-run/drover/internal/runner"
 )
 
 // line is the union of the fields drover reads from Claude's stream-json lines.
@@ -84,29 +81,21 @@ type streamEvent struct {
 	} `json:"delta"`
 }
 
-// pendingCall is a tool call waiting for its result.
-type pendingCall struct {
-	name  string
-	start time.Time
-}
-
 // translator turns Claude stream-json lines into UES events. It is pure
 // apart from its clock, so golden tests drive it with captured streams.
 type translator struct {
-	sid    string
-	now    func() time.Time
+	runner.Stamp
 	resume bool // a resume token was passed: watch for its rejection
 
 	rejected bool // claude refused the resume token before starting
 
-	calls      map[string]pendingCall
-	results    map[string]bool // tool_use ids that already have a tool_result
-	denied     map[string]bool // tool_use ids Claude reported as permission_denied
-	toolUses   int64
-	apiError   string // text of Claude's synthetic API-error assistant message
-	sawInit    bool
-	sawResult  bool
-	vendorSess string
+	calls     runner.ToolCalls
+	results   map[string]bool // tool_use ids that already have a tool_result
+	denied    map[string]bool // tool_use ids Claude reported as permission_denied
+	toolUses  int64
+	apiError  string // text of Claude's synthetic API-error assistant message
+	sawInit   bool
+	sawResult bool
 
 	// A run can print several result lines (one per segment when a
 	// background subagent reports back); the done of the last one, with
@@ -116,25 +105,17 @@ type translator struct {
 	durMs int64
 }
 
-func newTranslator(sid string, now func() time.Time, resume bool) *translator {
-	return &translator{sid: sid, now: now, resume: resume, calls: map[string]pendingCall{},
+func newTranslator(s runner.Stamp, resume bool) *translator {
+	return &translator{Stamp: s, resume: resume,
 		results: map[string]bool{}, denied: map[string]bool{}}
 }
 
-func (t *translator) event(typ drover.EventType, payload any) drover.Event {
-	return drover.Event{Type: typ, Agent: ID, SessionID: t.sid, Timestamp: t.now().UnixMilli(), Payload: payload}
-}
-
-// translate decodes one native line into zero or more events. A line that is
-// JSON but not an object drover understands yields an error; the caller
-// reports it as recoverable and goes on.
-func (t *translator) translate(raw []byte) ([]drover.Event, error) {
+// Translate implements runner.Translator: one native line → events. A line
+// that is not a JSON object with a type is an error (skipped by the runner).
+func (t *translator) Translate(raw []byte) ([]drover.Event, error) {
 	var l line
-	if err := json.Unmarshal(raw, &l); err != nil {
-		return nil, fmt.Errorf("undecodable claude line: %w", err)
-	}
-	if l.SessionID != "" {
-		t.vendorSess = l.SessionID
+	if err := t.Decode(raw, &l, &l.Type); err != nil {
+		return nil, err
 	}
 	var evs []drover.Event
 	switch l.Type {
@@ -152,10 +133,8 @@ func (t *translator) translate(raw []byte) ([]drover.Event, error) {
 			return nil, nil
 		}
 		evs = t.result(l)
-	case "":
-		return nil, fmt.Errorf("claude line without a type")
 	default:
-		evs = []drover.Event{t.extension(l.Type, raw)}
+		evs = []drover.Event{t.Extension(l.Type, raw)}
 	}
 	if l.ParentToolUseID != nil && *l.ParentToolUseID != "" {
 		for i := range evs {
@@ -168,36 +147,26 @@ func (t *translator) translate(raw []byte) ([]drover.Event, error) {
 	return evs, nil
 }
 
-func (t *translator) extension(name string, raw []byte) drover.Event {
-	return t.event(drover.EventType(ID+":"+name), json.RawMessage(slices.Clone(raw)))
-}
-
 func (t *translator) system(l line, raw []byte) []drover.Event {
 	switch l.Subtype {
 	case "init":
 		if t.sawInit {
 			// A later segment of the same run (after a background task).
-			return []drover.Event{t.extension("init", raw)}
+			return []drover.Event{t.Extension("init", raw)}
 		}
 		t.sawInit = true
-		tools := l.Tools
-		if tools == nil {
-			tools = []string{}
-		}
-		ev := t.event(drover.TypeInit, drover.InitPayload{Model: l.Model, Cwd: l.Cwd, Tools: tools})
-		ev.Metadata = map[string]any{"vendorSessionId": l.SessionID, "permissionMode": l.PermissionMode,
-			"version": l.ClaudeCodeVersion}
-		return []drover.Event{ev}
+		return []drover.Event{t.Init(l.Model, l.Cwd, l.Tools, map[string]any{"vendorSessionId": l.SessionID,
+			"permissionMode": l.PermissionMode, "version": l.ClaudeCodeVersion})}
 	case "permission_denied":
 		// Authoritative: the tool_result that follows is a denial whatever its text.
 		t.denied[l.ToolUseID] = true
-		return []drover.Event{t.extension(l.Subtype, raw)}
+		return []drover.Event{t.Extension(l.Subtype, raw)}
 	case "compact_boundary":
-		return []drover.Event{t.extension("compact", raw)}
+		return []drover.Event{t.Extension("compact", raw)}
 	case "":
-		return []drover.Event{t.extension("system", raw)}
+		return []drover.Event{t.Extension("system", raw)}
 	}
-	return []drover.Event{t.extension(l.Subtype, raw)}
+	return []drover.Event{t.Extension(l.Subtype, raw)}
 }
 
 func (t *translator) blocks(l line) []block {
@@ -233,22 +202,22 @@ func (t *translator) assistant(l line) []drover.Event {
 		switch b.Type {
 		case "text":
 			if b.Text != "" {
-				evs = append(evs, t.event(drover.TypeText, drover.TextPayload{Content: b.Text}))
+				evs = append(evs, t.Event(drover.TypeText, drover.TextPayload{Content: b.Text}))
 			}
 		case "thinking":
 			if b.Thinking != "" {
-				evs = append(evs, t.event(drover.TypeThinking, drover.ThinkingPayload{Summary: b.Thinking}))
+				evs = append(evs, t.Event(drover.TypeThinking, drover.ThinkingPayload{Summary: b.Thinking}))
 			}
 		case "redacted_thinking":
-			evs = append(evs, t.event(drover.TypeThinking, drover.ThinkingPayload{Summary: "[redacted]"}))
+			evs = append(evs, t.Event(drover.TypeThinking, drover.ThinkingPayload{Summary: "[redacted]"}))
 		case "tool_use", "server_tool_use", "mcp_tool_use":
 			input := b.Input
 			if input == nil {
 				input = map[string]any{}
 			}
-			t.calls[b.ID] = pendingCall{name: b.Name, start: t.now()}
+			t.calls.Start(b.ID, b.Name, t.Now())
 			t.toolUses++
-			evs = append(evs, t.event(drover.TypeToolUse, drover.ToolUsePayload{ToolName: b.Name, ToolUseID: b.ID,
+			evs = append(evs, t.Event(drover.TypeToolUse, drover.ToolUsePayload{ToolName: b.Name, ToolUseID: b.ID,
 				Input: input, Description: drover.DescribeTool(b.Name, input)}))
 		}
 	}
@@ -265,7 +234,7 @@ func (t *translator) user(l line, raw []byte) []drover.Event {
 		st := drover.ToolSuccess
 		if b.IsError {
 			st = drover.ToolError
-			if t.denied[b.ToolUseID] || isDenial(out) {
+			if t.denied[b.ToolUseID] || runner.ContainsAny(out, denialMarkers) {
 				st = drover.ToolDenied
 			}
 		}
@@ -273,20 +242,14 @@ func (t *translator) user(l line, raw []byte) []drover.Event {
 	}
 	if evs == nil {
 		// Plain user text: an interrupt marker or a replayed input.
-		return []drover.Event{t.extension("user", raw)}
+		return []drover.Event{t.Extension("user", raw)}
 	}
 	return evs
 }
 
 func (t *translator) toolResult(id string, st drover.ToolStatus, out string) drover.Event {
-	c := t.calls[id]
 	t.results[id] = true
-	p := drover.ToolResultPayload{ToolUseID: id, ToolName: c.name, Status: st, Output: out}
-	if !c.start.IsZero() {
-		d := t.now().Sub(c.start).Milliseconds()
-		p.DurationMs = &d
-	}
-	return t.event(drover.TypeToolResult, p)
+	return t.Event(drover.TypeToolResult, t.calls.Result(id, st, out, t.Now()))
 }
 
 // denialMarkers are the texts Claude 2.1.x puts in the error tool_result of a
@@ -301,15 +264,6 @@ var denialMarkers = []string{
 	// A tool removed from the session (tier or tool filter): refused by configuration.
 	"is disabled for this session",
 	"exists but is not enabled in this context",
-}
-
-func isDenial(out string) bool {
-	for _, m := range denialMarkers {
-		if strings.Contains(out, m) {
-			return true
-		}
-	}
-	return false
 }
 
 // contentText flattens tool_result content: a string, or text blocks.
@@ -340,7 +294,7 @@ func (t *translator) streamEvent(l line) []drover.Event {
 		return nil
 	}
 	if se.Type == "content_block_delta" && se.Delta.Type == "text_delta" && se.Delta.Text != "" {
-		return []drover.Event{t.event(drover.TypeTextDelta, drover.TextDeltaPayload{Delta: se.Delta.Text})}
+		return []drover.Event{t.Event(drover.TypeTextDelta, drover.TextDeltaPayload{Delta: se.Delta.Text})}
 	}
 	// Other raw API events (block starts, tool input deltas, thinking deltas)
 	// are repeated in full by the assistant line that follows.
@@ -356,8 +310,8 @@ func (t *translator) result(l line) []drover.Event {
 		if d.ToolUseID == "" || t.results[d.ToolUseID] {
 			continue
 		}
-		if _, ok := t.calls[d.ToolUseID]; !ok {
-			t.calls[d.ToolUseID] = pendingCall{name: d.ToolName}
+		if !t.calls.Known(d.ToolUseID) {
+			t.calls.Record(d.ToolUseID, d.ToolName)
 		}
 		evs = append(evs, t.toolResult(d.ToolUseID, drover.ToolDenied, "permission denied"))
 	}
@@ -379,7 +333,7 @@ func (t *translator) result(l line) []drover.Event {
 	if status == drover.StatusSuccess {
 		done.Result = l.Result
 	}
-	ev := t.event(drover.TypeDone, done)
+	ev := t.Event(drover.TypeDone, done)
 	ev.Metadata = map[string]any{"vendorSessionId": l.SessionID}
 	if l.StopReason != nil {
 		ev.Metadata["stopReason"] = *l.StopReason
@@ -399,47 +353,30 @@ func (t *translator) add(l line) {
 		c := *l.TotalCostUSD
 		t.sum.TotalCostUSD = &c
 	}
-	addPtr := func(dst **int64, v *int64) {
-		if v != nil {
-			n := *v
-			if *dst != nil {
-				n += **dst
-			}
-			*dst = &n
-		}
-	}
-	addPtr(&t.sum.Turns, l.NumTurns)
+	runner.AddOptional(&t.sum.Turns, l.NumTurns)
 	if u := l.Usage; u != nil {
 		t.sum.InputTokens += u.InputTokens
 		t.sum.OutputTokens += u.OutputTokens
-		addPtr(&t.sum.CacheReadTokens, u.CacheReadInputTokens)
-		addPtr(&t.sum.CacheWriteTokens, u.CacheCreationInputTokens)
+		runner.AddOptional(&t.sum.CacheReadTokens, u.CacheReadInputTokens)
+		runner.AddOptional(&t.sum.CacheWriteTokens, u.CacheCreationInputTokens)
 	}
 }
-
-// Translate implements runner.Translator.
-func (t *translator) Translate(raw []byte) ([]drover.Event, error) { return t.translate(raw) }
 
 // Finished reports whether a result line has arrived.
 func (t *translator) Finished() bool { return t.sawResult }
 
 // Finish returns the held done event, or reports a rejected resume: a
 // rejecting result line, or (older versions) only the stderr text.
-func (t *translator) Finish(exit proc.Exit) ([]drover.Event, bool) {
+func (t *translator) Finish(exit runner.Exit) ([]drover.Event, bool) {
 	if t.rejected || (t.resume && !t.sawInit && t.final == nil && resumeRejectedText(exit.StderrTail)) {
 		return nil, true
 	}
-	return t.finish(), false
-}
-
-// finish returns the held done event, if any result arrived.
-func (t *translator) finish() []drover.Event {
 	if t.final == nil {
-		return nil
+		return nil, false
 	}
 	ev := *t.final
 	t.final = nil
-	return []drover.Event{ev}
+	return []drover.Event{ev}, false
 }
 
 // resultError classifies a failed result (is_error / api_error_status, not
@@ -459,32 +396,17 @@ func (t *translator) resultError(l line) drover.Event {
 	meta := map[string]any{}
 	if s := l.APIErrorStatus; s != nil {
 		meta["httpStatus"] = *s
-		code = codeForStatus(*s, msg)
+		code = statusRules.Code(*s, msg)
 	}
-	meta["retryable"] = code.Retryable()
-	ev := t.event(drover.TypeError, drover.ErrorPayload{Code: code, Message: msg})
-	ev.Metadata = meta
-	return ev
+	return t.Failure(code, msg, meta)
 }
 
-func codeForStatus(status int, msg string) drover.ErrorCode {
-	switch {
-	case status == 429:
-		return drover.CodeRateLimited
-	case status == 529:
-		return drover.CodeOverloaded
-	case status == 401 || status == 403:
-		return drover.CodeAuthFailed
-	case status == 400 || status == 413:
-		if strings.Contains(msg, "prompt is too long") || strings.Contains(msg, "context") || status == 413 {
-			return drover.CodeContextOverflow
-		}
-		return drover.CodeBadRequest
-	case status >= 500:
-		return drover.CodeServerError
-	}
-	return drover.CodeModelError
-}
+// statusRules are Claude's differences from the shared status mapping: a
+// 413, or a 400 about the prompt's length, is a context overflow.
+var statusRules = runner.StatusRules{ContextOverflow: []runner.Match{
+	{Status: []int{413}},
+	{Status: []int{400}, Texts: []runner.Text{{"prompt is too long"}, {"context"}}},
+}}
 
 // isResumeRejection reports whether a result line says Claude could not find
 // the session to resume (exit 1, no init line before it).

@@ -1,34 +1,19 @@
-// Package codex is drover's adapter for OpenAI's Codex CLI
-// (`codex exec --json`). Its native → UES mapping, its tier → flag table and
-// the measurements behind them are in docs/adapters/codex.md.
 package codex
 
 import (
-	"context"
-	"errors"
 	"fmt"
-	"io"
-	"iter"
 	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/drover-run/drover"
-	"github.com/drover-run/drover/internal/proc"
 	"github.com/drover-run/drover/internal/runner"
 )
 
 const (
-	// ID is the adapter id stamped on events.
-	ID = "codex"
-	// BinaryEnv names the environment variable that overrides the binary path.
-	BinaryEnv = "DROVER_CODEX_BIN"
-	// TestedVersions is the version range this adapter is proven against.
-	TestedVersions = "0.169.0"
 	// DefaultEndpointModel is the model passed with -m when an Endpoint is
 	// set and no Model is: a slug from Codex's bundled catalog, so Codex
 	// neither warns about unknown model metadata nor changes its tool set.
@@ -41,26 +26,7 @@ const (
 	providerID = "drover"
 )
 
-var testedVersions = []string{"0.169.0"}
-
-// Adapter runs the Codex CLI. The zero value is not usable; call New.
-type Adapter struct {
-	linger time.Duration
-	grace  time.Duration
-}
-
-var (
-	_ drover.Adapter = (*Adapter)(nil)
-	_ runner.Vendor  = (*Adapter)(nil)
-)
-
-// New returns a Codex adapter.
-func New() *Adapter {
-	return &Adapter{linger: 2 * time.Second, grace: 3 * time.Second}
-}
-
-// ID returns "codex".
-func (a *Adapter) ID() string { return ID }
+var uuidRe = regexp.MustCompile(`^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$`)
 
 // Capabilities reports what Codex honours. MaxTurns, MaxBudgetUSD and
 // PartialText are not: `codex exec` has no turn or budget limit and prints
@@ -68,35 +34,15 @@ func (a *Adapter) ID() string { return ID }
 // (checked in Prepare).
 func (a *Adapter) Capabilities() drover.Capabilities {
 	return drover.Capabilities{
-		Tiers:  drover.Tiers(),
 		Resume: true, AllowedTools: true, DisallowedTools: true, AddDirs: true, SystemPrompt: true,
 		Thinking: true, ConfigDir: true, Endpoint: true, APIRetries: true,
+		Tiers: drover.Tiers(),
 	}
-}
-
-// Available runs `codex --version` (ADP-4).
-func (a *Adapter) Available(ctx context.Context) drover.Availability {
-	return runner.Available(ctx, func() (string, error) { return a.Binary(drover.Options{}) }, []string{"--version"}, testedVersions)
-}
-
-// Run starts codex and yields its events. See drover.Adapter for the contract.
-func (a *Adapter) Run(ctx context.Context, req drover.Request) iter.Seq2[drover.Event, error] {
-	return func(yield func(drover.Event, error) bool) {
-		runner.Run(ctx, a, req, runner.Settings{Linger: a.linger, Grace: a.grace}, yield)
-	}
-}
-
-// Binary finds codex: Options.Binary, DROVER_CODEX_BIN, or PATH.
-func (a *Adapter) Binary(opts drover.Options) (string, error) {
-	if opts.Binary != "" {
-		return opts.Binary, nil
-	}
-	return proc.LookPath("codex", BinaryEnv)
 }
 
 // Prepare builds one codex process: flags and -c overrides from the
 // options, the prompt on stdin, and the environment.
-func (a *Adapter) Prepare(_ string, req drover.Request) (*runner.Launch, error) {
+func (a *Adapter) Prepare(req drover.Request) (*runner.Launch, error) {
 	opts := req.Options
 	args, err := Args(opts)
 	if err != nil {
@@ -110,35 +56,28 @@ func (a *Adapter) Prepare(_ string, req drover.Request) (*runner.Launch, error) 
 	if cwd == "" {
 		cwd, _ = os.Getwd()
 	}
-	tr := newTranslator(req.Options.SessionID, time.Now, runInfo{
+	tr := newTranslator(a.Stamp(req), runInfo{
 		resume:    opts.Resume != "",
-		model:     model(opts),
+		model:     runner.Model(opts, DefaultEndpointModel),
 		cwd:       cwd,
 		tier:      opts.EffectiveTier(),
 		tools:     offeredTools(opts),
 		removed:   removedTools(opts),
 		codexHome: home,
 	})
-	return &runner.Launch{
-		// The prompt goes on stdin ("-" below): Codex reads stdin to EOF
-		// before it starts, and proc closes the pipe after the prompt.
-		Spec:       proc.Spec{Args: args, Env: env, Dir: opts.Cwd, Stdin: strings.NewReader(req.Prompt)},
-		Translator: tr,
-	}, nil
+	// The prompt goes on stdin (the final "-" of args): Codex reads stdin to
+	// EOF before it starts, and the pipe is closed after the prompt.
+	return &runner.Launch{Args: args, Env: env, Stdin: req.Prompt, Translator: tr}, nil
 }
 
-var uuidRe = regexp.MustCompile(`^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$`)
+// Adapter runs the Codex CLI. The zero value is not usable; call New.
+type Adapter struct{ runner.Base }
 
-// model is the model drover asks for: Options.Model, else the bundled slug
-// when an Endpoint is set, else "" (Codex's own default from its config).
-func model(opts drover.Options) string {
-	if opts.Model != "" {
-		return opts.Model
-	}
-	if opts.Endpoint != nil {
-		return DefaultEndpointModel
-	}
-	return ""
+var _ drover.Adapter = (*Adapter)(nil)
+
+// New returns a Codex adapter.
+func New() *Adapter {
+	return runner.New(&Adapter{}, runner.Spec{ID: ID, Command: "codex", BinaryEnv: BinaryEnv, TestedVersions: []string{TestedVersions}})
 }
 
 // Args returns the codex command-line arguments for opts (the prompt goes on
@@ -166,7 +105,7 @@ func Args(opts drover.Options) ([]string, error) {
 	}
 	args := []string{"exec", "--json", "--skip-git-repo-check"}
 	args = append(args, tierArgs...)
-	if m := model(opts); m != "" {
+	if m := runner.Model(opts, DefaultEndpointModel); m != "" {
 		args = append(args, "-m", m)
 	}
 	for _, d := range opts.AddDirs {
@@ -451,31 +390,9 @@ func seedConfigDir(dir, src string, seed bool) error {
 		return nil
 	}
 	for _, name := range seedFiles {
-		if err := copyIfMissing(filepath.Join(src, name), filepath.Join(dir, name)); err != nil {
+		if err := runner.CopyIfAbsent(filepath.Join(src, name), filepath.Join(dir, name)); err != nil {
 			return err
 		}
 	}
 	return nil
-}
-
-func copyIfMissing(src, dst string) error {
-	if _, err := os.Stat(dst); err == nil {
-		return nil
-	}
-	in, err := os.Open(src)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil
-	} else if err != nil {
-		return err
-	}
-	defer in.Close()
-	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(out, in); err != nil {
-		out.Close()
-		return err
-	}
-	return out.Close()
 }

@@ -290,8 +290,8 @@ func (t *translator) hiddenCalls(ro *rollout, stderr string) []drover.Event {
 	var evs []drover.Event
 	for _, h := range out {
 		t.toolUses++
-		t.calls[h.c.callID] = pendingCall{name: h.c.name}
-		use := t.event(drover.TypeToolUse, drover.ToolUsePayload{ToolName: h.c.name, ToolUseID: h.c.callID,
+		t.calls.Record(h.c.callID, h.c.name)
+		use := t.Event(drover.TypeToolUse, drover.ToolUsePayload{ToolName: h.c.name, ToolUseID: h.c.callID,
 			Input: h.c.input, Description: drover.DescribeTool(h.c.name, h.c.input)})
 		res := t.toolResult(h.c.callID, h.st, h.c.output)
 		meta := map[string]any{"codexHidden": h.src}

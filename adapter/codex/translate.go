@@ -4,13 +4,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"regexp"
-	"slices"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/drover-run/drover"
-	"github.com/drover-run/drover/internal/proc"
+	"github.com/drover-run/drover/internal/runner"
 )
 
 // line is the union of the fields drover reads from `codex exec --json` lines.
@@ -88,23 +86,16 @@ type runInfo struct {
 	codexHome string   // where the rollout file is; "" = do not read it
 }
 
-// pendingCall is a tool call waiting for its result.
-type pendingCall struct {
-	name  string
-	start time.Time
-}
-
 // translator turns `codex exec --json` lines into UES events. It is pure
 // apart from its clock and, in Finish, reading the thread's rollout file
 // (which golden tests switch off with an empty codexHome).
 type translator struct {
-	sid  string
-	now  func() time.Time
+	runner.Stamp
 	info runInfo
 
 	sawInit  bool
 	threadID string
-	calls    map[string]pendingCall // by Codex item id
+	calls    runner.ToolCalls // by Codex item id
 	toolUses int64
 	visible  map[string]int // tool items seen, by kind: "exec", "patch", "mcp"
 	lastText string
@@ -114,40 +105,22 @@ type translator struct {
 	failed   *string
 }
 
-func newTranslator(sid string, now func() time.Time, info runInfo) *translator {
-	if info.tools == nil {
-		info.tools = []string{}
-	}
-	return &translator{sid: sid, now: now, info: info, calls: map[string]pendingCall{}, visible: map[string]int{}}
-}
-
-func (t *translator) event(typ drover.EventType, payload any) drover.Event {
-	return drover.Event{Type: typ, Agent: ID, SessionID: t.sid, Timestamp: t.now().UnixMilli(), Payload: payload}
-}
-
-func (t *translator) extension(name string, raw []byte) drover.Event {
-	return t.event(drover.EventType(ID+":"+name), json.RawMessage(slices.Clone(raw)))
+func newTranslator(s runner.Stamp, info runInfo) *translator {
+	return &translator{Stamp: s, info: info, visible: map[string]int{}}
 }
 
 // init synthesizes the init event: Codex prints none.
 func (t *translator) initEvent() drover.Event {
 	t.sawInit = true
-	ev := t.event(drover.TypeInit, drover.InitPayload{Model: t.info.model, Cwd: t.info.cwd, Tools: slices.Clone(t.info.tools)})
-	if t.threadID != "" {
-		ev.Metadata = map[string]any{"vendorSessionId": t.threadID}
-	}
-	return ev
+	return t.Init(t.info.model, t.info.cwd, t.info.tools, runner.SessionMeta(t.threadID))
 }
 
 // Translate implements runner.Translator: one native line → events. A line
 // that is not a JSON object with a type is an error (skipped by the runner).
 func (t *translator) Translate(raw []byte) ([]drover.Event, error) {
 	var l line
-	if err := json.Unmarshal(raw, &l); err != nil {
-		return nil, fmt.Errorf("undecodable codex line: %w", err)
-	}
-	if l.Type == "" {
-		return nil, fmt.Errorf("codex line without a type")
+	if err := t.Decode(raw, &l, &l.Type); err != nil {
+		return nil, err
 	}
 	var evs []drover.Event
 	if l.Type == "thread.started" && l.ThreadID != "" {
@@ -161,9 +134,9 @@ func (t *translator) Translate(raw []byte) ([]drover.Event, error) {
 	}
 	switch l.Type {
 	case "thread.started":
-		evs = append(evs, t.extension("thread_started", raw))
+		evs = append(evs, t.Extension("thread_started", raw))
 	case "turn.started":
-		evs = append(evs, t.extension("turn_started", raw))
+		evs = append(evs, t.Extension("turn_started", raw))
 	case "item.started", "item.updated", "item.completed":
 		evs = append(evs, t.itemLine(l, raw)...)
 	case "turn.completed":
@@ -184,9 +157,9 @@ func (t *translator) Translate(raw []byte) ([]drover.Event, error) {
 	case "error":
 		// Not fatal by itself (retry notices, the message repeated by
 		// turn.failed); kept for consumers that want it.
-		evs = append(evs, t.extension("error", raw))
+		evs = append(evs, t.Extension("error", raw))
 	default:
-		evs = append(evs, t.extension(strings.ReplaceAll(l.Type, ".", "_"), raw))
+		evs = append(evs, t.Extension(strings.ReplaceAll(l.Type, ".", "_"), raw))
 	}
 	return evs, nil
 }
@@ -194,23 +167,23 @@ func (t *translator) Translate(raw []byte) ([]drover.Event, error) {
 func (t *translator) itemLine(l line, raw []byte) []drover.Event {
 	var it item
 	if len(l.Item) == 0 || json.Unmarshal(l.Item, &it) != nil || it.Type == "" {
-		return []drover.Event{t.extension(strings.ReplaceAll(l.Type, ".", "_"), raw)}
+		return []drover.Event{t.Extension(strings.ReplaceAll(l.Type, ".", "_"), raw)}
 	}
 	started, completed := l.Type == "item.started", l.Type == "item.completed"
 	if !started && !completed && it.Type != "todo_list" {
 		// Progress of an item whose start and end are mapped.
-		return []drover.Event{t.extension("item_updated", raw)}
+		return []drover.Event{t.Extension("item_updated", raw)}
 	}
 	switch it.Type {
 	case "agent_message":
 		if completed && it.Text != "" {
 			t.lastText = it.Text
-			return []drover.Event{t.event(drover.TypeText, drover.TextPayload{Content: it.Text})}
+			return []drover.Event{t.Event(drover.TypeText, drover.TextPayload{Content: it.Text})}
 		}
 		return nil
 	case "reasoning":
 		if completed && it.Text != "" {
-			return []drover.Event{t.event(drover.TypeThinking, drover.ThinkingPayload{Summary: it.Text})}
+			return []drover.Event{t.Event(drover.TypeThinking, drover.ThinkingPayload{Summary: it.Text})}
 		}
 		return nil
 	case "command_execution":
@@ -221,7 +194,7 @@ func (t *translator) itemLine(l line, raw []byte) []drover.Event {
 	case "file_change":
 		var ext []drover.Event
 		if completed {
-			ext = []drover.Event{t.extension("file_change", raw)}
+			ext = []drover.Event{t.Extension("file_change", raw)}
 		}
 		return t.toolItem(it, started, completed, "patch", "apply_patch",
 			map[string]any{"changes": changesInput(it.Changes)}, "", func() (drover.ToolStatus, string) {
@@ -250,12 +223,12 @@ func (t *translator) itemLine(l line, raw []byte) []drover.Event {
 		return t.toolItem(it, started, completed, "web", "web_search", map[string]any{"query": it.Query}, "",
 			func() (drover.ToolStatus, string) { return drover.ToolSuccess, "" }, nil)
 	case "todo_list":
-		return []drover.Event{t.extension("plan_update", raw)}
+		return []drover.Event{t.Extension("plan_update", raw)}
 	case "error":
 		// A non-fatal warning item (e.g. unknown model metadata).
-		return []drover.Event{t.extension("error", raw)}
+		return []drover.Event{t.Extension("error", raw)}
 	}
-	return []drover.Event{t.extension("item_"+it.Type, raw)}
+	return []drover.Event{t.Extension("item_"+it.Type, raw)}
 }
 
 // toolItem maps a tool item: tool_use when it starts (or completes without
@@ -267,14 +240,14 @@ func (t *translator) toolItem(it item, started, completed bool, kind, name strin
 	if id == "" {
 		id = fmt.Sprintf("codex-%s-%d", kind, t.toolUses)
 	}
-	if _, seen := t.calls[id]; !seen {
+	if !t.calls.Known(id) {
 		if desc == "" {
 			desc = drover.DescribeTool(name, input)
 		}
-		t.calls[id] = pendingCall{name: name, start: t.now()}
+		t.calls.Start(id, name, t.Now())
 		t.toolUses++
 		t.visible[kind]++
-		evs = append(evs, t.event(drover.TypeToolUse, drover.ToolUsePayload{ToolName: name, ToolUseID: id, Input: input, Description: desc}))
+		evs = append(evs, t.Event(drover.TypeToolUse, drover.ToolUsePayload{ToolName: name, ToolUseID: id, Input: input, Description: desc}))
 	}
 	if completed {
 		st, out := result()
@@ -284,13 +257,7 @@ func (t *translator) toolItem(it item, started, completed bool, kind, name strin
 }
 
 func (t *translator) toolResult(id string, st drover.ToolStatus, out string) drover.Event {
-	c := t.calls[id]
-	p := drover.ToolResultPayload{ToolUseID: id, ToolName: c.name, Status: st, Output: out}
-	if !c.start.IsZero() {
-		d := t.now().Sub(c.start).Milliseconds()
-		p.DurationMs = &d
-	}
-	return t.event(drover.TypeToolResult, p)
+	return t.Event(drover.TypeToolResult, t.calls.Result(id, st, out, t.Now()))
 }
 
 // itemStatus maps a Codex item status to a tool status.
@@ -376,7 +343,7 @@ func (t *translator) Finished() bool { return t.turnDone }
 // nothing on stdout, "no rollout found" on stderr) is reported as such.
 // Otherwise, once the turn ended: the tool calls Codex hid from its JSON
 // output (denials, see hidden.go), then error (for turn.failed) and done.
-func (t *translator) Finish(exit proc.Exit) ([]drover.Event, bool) {
+func (t *translator) Finish(exit runner.Exit) ([]drover.Event, bool) {
 	if t.info.resume && t.threadID == "" && resumeRejectedText(exit.StderrTail) {
 		return nil, true
 	}
@@ -392,7 +359,7 @@ func (t *translator) Finish(exit proc.Exit) ([]drover.Event, bool) {
 }
 
 // final returns the events that end the run: error (turn.failed) and done.
-func (t *translator) final(ro *rollout, exit proc.Exit) []drover.Event {
+func (t *translator) final(ro *rollout, exit runner.Exit) []drover.Event {
 	var evs []drover.Event
 	status := drover.StatusSuccess
 	if t.failed != nil {
@@ -422,7 +389,7 @@ func (t *translator) final(ro *rollout, exit proc.Exit) []drover.Event {
 	}
 	done.Usage.ToolUses = t.toolUses
 	done.DurationMs = exit.Duration.Milliseconds()
-	ev := t.event(drover.TypeDone, done)
+	ev := t.Event(drover.TypeDone, done)
 	ev.Metadata = meta
 	return append(evs, ev)
 }
@@ -434,36 +401,29 @@ var statusRe = regexp.MustCompile(`(?:last status: |unexpected status |status[ =
 // "unexpected status 401 Unauthorized: …", the raw body of a 400, and for a
 // 500 a fixed "We’re currently experiencing high demand" sentence.
 func (t *translator) failError(msg string) drover.Event {
-	code := drover.CodeModelError
-	meta := map[string]any{}
-	lower := strings.ToLower(msg)
 	status := 0
 	if m := statusRe.FindStringSubmatch(msg); m != nil {
 		status, _ = strconv.Atoi(m[1])
 	}
-	switch {
-	case status == 429 || strings.Contains(lower, "rate limit") || strings.Contains(lower, "rate_limit"):
-		code = drover.CodeRateLimited
-	case status == 503 || status == 529 || strings.Contains(lower, "overloaded"):
-		code = drover.CodeOverloaded
-	case status == 401 || status == 403 || strings.Contains(lower, "unauthorized"):
-		code = drover.CodeAuthFailed
-	case strings.Contains(lower, "context_length_exceeded") || strings.Contains(lower, "context window") ||
-		strings.Contains(lower, "maximum context length"):
-		code = drover.CodeContextOverflow
-	case status == 400 || status == 404 || status == 413 || status == 422 || strings.Contains(lower, "invalid_request_error"):
-		code = drover.CodeBadRequest
-	case status >= 500 || strings.Contains(lower, "high demand") || strings.Contains(lower, "server_error") ||
-		strings.Contains(lower, "internal server error") || strings.Contains(lower, "stream disconnected"):
-		code = drover.CodeServerError
-	}
+	meta := map[string]any{}
 	if status != 0 {
 		meta["httpStatus"] = status
 	}
-	meta["retryable"] = code.Retryable()
-	ev := t.event(drover.TypeError, drover.ErrorPayload{Code: code, Message: msg})
-	ev.Metadata = meta
-	return ev
+	return t.Failure(statusRules.Code(status, msg), msg, meta)
+}
+
+// statusRules are Codex's differences from the shared status mapping: the
+// text alone classifies a message without a status, a 503 is overload, and
+// 404, 413 and 422 are bad requests.
+var statusRules = runner.StatusRules{
+	FoldCase:        true,
+	RateLimited:     []runner.Match{{Texts: []runner.Text{{"rate limit"}, {"rate_limit"}}}},
+	Overloaded:      []runner.Match{{Status: []int{503}}, {Texts: []runner.Text{{"overloaded"}}}},
+	AuthFailed:      []runner.Match{{Texts: []runner.Text{{"unauthorized"}}}},
+	ContextOverflow: []runner.Match{{Texts: []runner.Text{{"context_length_exceeded"}, {"context window"}, {"maximum context length"}}}},
+	BadRequest:      []runner.Match{{Status: []int{404, 413, 422}}, {Texts: []runner.Text{{"invalid_request_error"}}}},
+	ServerError: []runner.Match{{Texts: []runner.Text{{"high demand"}, {"server_error"}, {"internal server error"},
+		{"stream disconnected"}}}},
 }
 
 // resumeRejectedText reports whether stderr says Codex found no thread to

@@ -1,40 +1,22 @@
-// Package gemini is drover's adapter for Google's Gemini CLI
-// (`gemini --output-format stream-json`, prompt on stdin). Its native → UES
-// mapping and its tier → flag table are in docs/adapters/gemini.md.
 package gemini
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"iter"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/drover-run/drover"
-	"github.com/drover-run/drover/internal/proc"
 	"github.com/drover-run/drover/internal/runner"
 )
 
-const (
-	// ID is the adapter id stamped on events.
-	ID = "gemini"
-	// BinaryEnv names the environment variable that overrides the binary path.
-	BinaryEnv = "DROVER_GEMINI_BIN"
-	// TestedVersions is the version this adapter is proven against.
-	TestedVersions = "0.61.0"
-	// DefaultEndpointModel is the model used when an Endpoint is set and no
-	// Model is given: naming one skips Gemini's routing classifier call
-	// (model "auto"), which a gateway or fake server need not implement.
-	DefaultEndpointModel = "gemini-2.5-flash"
-)
-
-var testedVersions = []string{TestedVersions}
+// DefaultEndpointModel is the model used when an Endpoint is set and no
+// Model is given: naming one skips Gemini's routing classifier call (model
+// "auto"), which a gateway or fake server need not implement.
+const DefaultEndpointModel = "gemini-2.5-flash"
 
 // Native tool names of Gemini CLI 0.61.0, as offered to the model (measured
 // from the request's functionDeclarations).
@@ -49,61 +31,22 @@ var (
 		"google_web_search", "write_todos", "enter_plan_mode", "invoke_agent", "activate_skill"}
 )
 
-// Adapter runs Gemini CLI. The zero value is not usable; call New.
-type Adapter struct {
-	linger time.Duration
-	grace  time.Duration
-}
-
-var (
-	_ drover.Adapter = (*Adapter)(nil)
-	_ runner.Vendor  = (*Adapter)(nil)
-)
-
-// New returns a Gemini CLI adapter.
-func New() *Adapter {
-	return &Adapter{linger: 2 * time.Second, grace: 3 * time.Second}
-}
-
-// ID returns "gemini".
-func (a *Adapter) ID() string { return ID }
-
 // Capabilities reports the options Gemini CLI honours. MaxBudgetUSD (Gemini
 // reports no cost), SystemPrompt (GEMINI_SYSTEM_MD replaces the whole system
 // prompt instead of appending), Fork and thinking output (thought parts are
 // dropped from stream-json) are not supported.
 func (a *Adapter) Capabilities() drover.Capabilities {
 	return drover.Capabilities{
-		Tiers:    drover.Tiers(),
-		MaxTurns: true, Resume: true, AllowedTools: true, DisallowedTools: true, AddDirs: true,
-		PartialText: true, ConfigDir: true, Endpoint: true, APIRetries: true,
+		MaxTurns: true, Resume: true, AllowedTools: true, DisallowedTools: true, AddDirs: true, PartialText: true,
+		ConfigDir: true, Endpoint: true, APIRetries: true,
+		Tiers: drover.Tiers(),
 	}
-}
-
-// Available runs `gemini --version` (ADP-4).
-func (a *Adapter) Available(ctx context.Context) drover.Availability {
-	return runner.Available(ctx, func() (string, error) { return a.Binary(drover.Options{}) }, []string{"--version"}, testedVersions)
-}
-
-// Run starts gemini and yields its events. See drover.Adapter for the contract.
-func (a *Adapter) Run(ctx context.Context, req drover.Request) iter.Seq2[drover.Event, error] {
-	return func(yield func(drover.Event, error) bool) {
-		runner.Run(ctx, a, req, runner.Settings{Linger: a.linger, Grace: a.grace}, yield)
-	}
-}
-
-// Binary finds gemini: Options.Binary, DROVER_GEMINI_BIN, or PATH.
-func (a *Adapter) Binary(opts drover.Options) (string, error) {
-	if opts.Binary != "" {
-		return opts.Binary, nil
-	}
-	return proc.LookPath("gemini", BinaryEnv)
 }
 
 // Prepare builds one gemini process: a per-run temporary directory (the tier's
 // policy file, TMPDIR, and the config home when one is needed and no
 // ConfigDir is given), flags, settings, environment and the prompt on stdin.
-func (a *Adapter) Prepare(_ string, req drover.Request) (l *runner.Launch, err error) {
+func (a *Adapter) Prepare(req drover.Request) (l *runner.Launch, err error) {
 	opts := req.Options
 	home, temp := homeFor(opts)
 	if temp && opts.Resume != "" {
@@ -148,11 +91,21 @@ func (a *Adapter) Prepare(_ string, req drover.Request) (l *runner.Launch, err e
 		cwd, _ = os.Getwd()
 	}
 	return &runner.Launch{
-		Spec: proc.Spec{Args: args, Env: env(opts, home, tmp), Dir: opts.Cwd, Stdin: strings.NewReader(req.Prompt)},
-		Translator: newTranslator(req.Options.SessionID, time.Now, translatorConfig{
-			resume: opts.Resume != "", partial: opts.PartialText, cwd: cwd, model: modelFor(opts), tools: OfferedTools(opts)}),
+		Args: args, Env: env(opts, home, tmp), Stdin: req.Prompt,
+		Translator: newTranslator(a.Stamp(req), translatorConfig{
+			resume: opts.Resume != "", partial: opts.PartialText, cwd: cwd, model: runner.Model(opts, DefaultEndpointModel), tools: OfferedTools(opts)}),
 		Cleanup: cleanup,
 	}, nil
+}
+
+// Adapter runs Gemini CLI. The zero value is not usable; call New.
+type Adapter struct{ runner.Base }
+
+var _ drover.Adapter = (*Adapter)(nil)
+
+// New returns a Gemini CLI adapter.
+func New() *Adapter {
+	return runner.New(&Adapter{}, runner.Spec{ID: ID, Command: "gemini", BinaryEnv: BinaryEnv, TestedVersions: []string{TestedVersions}})
 }
 
 // homeFor decides the Gemini config home (GEMINI_CLI_HOME): ConfigDir when
@@ -169,16 +122,6 @@ func homeFor(opts drover.Options) (home string, temp bool) {
 	return "", false
 }
 
-func modelFor(opts drover.Options) string {
-	if opts.Model != "" {
-		return opts.Model
-	}
-	if opts.Endpoint != nil {
-		return DefaultEndpointModel
-	}
-	return ""
-}
-
 // Args returns the gemini command-line arguments for opts; policyPath is the
 // tier's admin policy file ("" when none is needed). The prompt goes on stdin:
 // with stdin not a TTY and no -p, gemini runs headless and reads it to EOF.
@@ -186,7 +129,7 @@ func Args(opts drover.Options, policyPath string) ([]string, error) {
 	// --skip-trust: headless gemini refuses (exit 55) to run in a folder the
 	// user has not trusted; the tier policy, not folder trust, bounds the run.
 	args := []string{"--output-format", "stream-json", "--skip-trust"}
-	if m := modelFor(opts); m != "" {
+	if m := runner.Model(opts, DefaultEndpointModel); m != "" {
 		args = append(args, "-m", m)
 	}
 	mode, err := ApprovalMode(opts.EffectiveTier())
@@ -406,7 +349,7 @@ func seedHome(home string) error {
 		return nil
 	}
 	for _, f := range []string{"oauth_creds.json", "google_accounts.json"} {
-		if err := copyIfAbsent(filepath.Join(src, f), filepath.Join(dst, f)); err != nil {
+		if err := runner.CopyIfAbsent(filepath.Join(src, f), filepath.Join(dst, f)); err != nil {
 			return err
 		}
 	}
@@ -431,26 +374,4 @@ func seedHome(home string) error {
 		return err
 	}
 	return os.WriteFile(filepath.Join(dst, "settings.json"), out, 0o600)
-}
-
-func copyIfAbsent(src, dst string) error {
-	if _, err := os.Stat(dst); err == nil {
-		return nil
-	}
-	in, err := os.Open(src)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil
-	} else if err != nil {
-		return err
-	}
-	defer in.Close()
-	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(out, in); err != nil {
-		out.Close()
-		return err
-	}
-	return out.Close()
 }

@@ -1,8 +1,6 @@
 package gemini
 
 import (
-	"encoding/json"
-	"fmt"
 	"regexp"
 	"slices"
 	"strconv"
@@ -10,9 +8,17 @@ import (
 	"time"
 
 	"github.com/drover-run/drover"
-	"github.com/drover-run/drover/internal/proc"
 	"github.com/drover-run/drover/internal/runner"
 )
+
+// translatorConfig is what the translator knows from the options.
+type translatorConfig struct {
+	resume  bool     // a resume token was passed: watch for its rejection
+	partial bool     // emit text_delta for gemini's streamed chunks
+	cwd     string   // for the init event
+	model   string   // for a synthesized init
+	tools   []string // the tools the run offers (gemini's init lists none)
+}
 
 // line is the union of the fields drover reads from gemini's stream-json lines.
 type line struct {
@@ -50,42 +56,27 @@ type lineError struct {
 }
 
 type stats struct {
+	DurationMs   int64  `json:"duration_ms"`
 	InputTokens  int64  `json:"input_tokens"`
 	OutputTokens int64  `json:"output_tokens"`
 	Cached       *int64 `json:"cached"`
 	Thoughts     *int64 `json:"thoughts"`
-	DurationMs   int64  `json:"duration_ms"`
 	ToolCalls    int64  `json:"tool_calls"`
-}
-
-// translatorConfig is what the translator knows from the options.
-type translatorConfig struct {
-	resume  bool     // a resume token was passed: watch for its rejection
-	partial bool     // emit text_delta for gemini's streamed chunks
-	cwd     string   // for the init event
-	model   string   // for a synthesized init
-	tools   []string // the tools the run offers (gemini's init lists none)
-}
-
-type pendingCall struct {
-	name  string
-	start time.Time // the tool_use line's own timestamp, when it parses
 }
 
 // translator turns gemini stream-json lines into UES events. It is pure
 // apart from its clock, so golden tests drive it with captured streams.
 type translator struct {
-	sid string
-	now func() time.Time
+	runner.Stamp
 	cfg translatorConfig
 
 	sawInit    bool
 	sawResult  bool
 	vendorSess string
 	model      string
-	text       strings.Builder // the assistant message being streamed
-	lastText   string          // the last complete assistant message
-	calls      map[string]pendingCall
+	text       strings.Builder  // the assistant message being streamed
+	lastText   string           // the last complete assistant message
+	calls      runner.ToolCalls // started at the tool_use line's own timestamp, when it parses
 	toolUses   int64
 
 	// The result line arrives before gemini exits; its done (and error) are
@@ -94,16 +85,8 @@ type translator struct {
 	res *line
 }
 
-func newTranslator(sid string, now func() time.Time, cfg translatorConfig) *translator {
-	return &translator{sid: sid, now: now, cfg: cfg, calls: map[string]pendingCall{}}
-}
-
-func (t *translator) event(typ drover.EventType, payload any) drover.Event {
-	return drover.Event{Type: typ, Agent: ID, SessionID: t.sid, Timestamp: t.now().UnixMilli(), Payload: payload}
-}
-
-func (t *translator) extension(name string, raw []byte) drover.Event {
-	return t.event(drover.EventType(ID+":"+name), json.RawMessage(slices.Clone(raw)))
+func newTranslator(s runner.Stamp, cfg translatorConfig) *translator {
+	return &translator{Stamp: s, cfg: cfg}
 }
 
 // initEvent builds the init event; gemini's own init carries only the
@@ -114,25 +97,15 @@ func (t *translator) initEvent(model string) drover.Event {
 		model = t.cfg.model
 	}
 	t.model = model
-	tools := t.cfg.tools
-	if tools == nil {
-		tools = []string{}
-	}
-	ev := t.event(drover.TypeInit, drover.InitPayload{Model: model, Cwd: t.cfg.cwd, Tools: slices.Clone(tools)})
-	if t.vendorSess != "" {
-		ev.Metadata = map[string]any{"vendorSessionId": t.vendorSess}
-	}
-	return ev
+	return t.Init(model, t.cfg.cwd, t.cfg.tools, runner.SessionMeta(t.vendorSess))
 }
 
-// translate decodes one native line into zero or more events.
-func (t *translator) translate(raw []byte) ([]drover.Event, error) {
+// Translate implements runner.Translator: one native line → events. A line
+// that is not a JSON object with a type is an error (skipped by the runner).
+func (t *translator) Translate(raw []byte) ([]drover.Event, error) {
 	var l line
-	if err := json.Unmarshal(raw, &l); err != nil {
-		return nil, fmt.Errorf("undecodable gemini line: %w", err)
-	}
-	if l.Type == "" {
-		return nil, fmt.Errorf("gemini line without a type")
+	if err := t.Decode(raw, &l, &l.Type); err != nil {
+		return nil, err
 	}
 	var evs []drover.Event
 	if l.Type == "init" {
@@ -140,7 +113,7 @@ func (t *translator) translate(raw []byte) ([]drover.Event, error) {
 			t.vendorSess = l.SessionID
 		}
 		if t.sawInit {
-			return []drover.Event{t.extension("init", raw)}, nil
+			return []drover.Event{t.Extension("init", raw)}, nil
 		}
 		return []drover.Event{t.initEvent(l.Model)}, nil
 	}
@@ -156,7 +129,7 @@ func (t *translator) translate(raw []byte) ([]drover.Event, error) {
 		switch {
 		case l.ToolID == "" || l.Type == "tool_use" && l.ToolName == "":
 			// Not a call UES can name; kept verbatim rather than invented.
-			evs = append(evs, t.extension(l.Type, raw))
+			evs = append(evs, t.Extension(l.Type, raw))
 		case l.Type == "tool_use":
 			evs = append(evs, t.toolUse(l))
 		default:
@@ -170,7 +143,7 @@ func (t *translator) translate(raw []byte) ([]drover.Event, error) {
 		t.sawResult = true
 		t.res = &l
 	default:
-		evs = append(evs, t.extension(l.Type, raw))
+		evs = append(evs, t.Extension(l.Type, raw))
 	}
 	return evs, nil
 }
@@ -178,20 +151,20 @@ func (t *translator) translate(raw []byte) ([]drover.Event, error) {
 func (t *translator) message(l line, raw []byte) []drover.Event {
 	if l.Role != "assistant" {
 		// The echo of the prompt (role "user").
-		return []drover.Event{t.extension(l.Role+"_message", raw)}
+		return []drover.Event{t.Extension(l.Role+"_message", raw)}
 	}
 	if !l.Delta {
 		// A whole message: ends whatever was streaming, and is one itself.
 		evs := t.flush()
 		if l.Content != "" {
 			t.lastText = l.Content
-			evs = append(evs, t.event(drover.TypeText, drover.TextPayload{Content: l.Content}))
+			evs = append(evs, t.Event(drover.TypeText, drover.TextPayload{Content: l.Content}))
 		}
 		return evs
 	}
 	t.text.WriteString(l.Content)
 	if t.cfg.partial && l.Content != "" {
-		return []drover.Event{t.event(drover.TypeTextDelta, drover.TextDeltaPayload{Delta: l.Content})}
+		return []drover.Event{t.Event(drover.TypeTextDelta, drover.TextDeltaPayload{Delta: l.Content})}
 	}
 	return nil
 }
@@ -205,7 +178,7 @@ func (t *translator) flush() []drover.Event {
 	s := t.text.String()
 	t.text.Reset()
 	t.lastText = s
-	return []drover.Event{t.event(drover.TypeText, drover.TextPayload{Content: s})}
+	return []drover.Event{t.Event(drover.TypeText, drover.TextPayload{Content: s})}
 }
 
 func parseTime(s string) time.Time {
@@ -221,9 +194,9 @@ func (t *translator) toolUse(l line) drover.Event {
 	if input == nil {
 		input = map[string]any{}
 	}
-	t.calls[l.ToolID] = pendingCall{name: l.ToolName, start: parseTime(l.Timestamp)}
+	t.calls.Start(l.ToolID, l.ToolName, parseTime(l.Timestamp))
 	t.toolUses++
-	return t.event(drover.TypeToolUse, drover.ToolUsePayload{ToolName: l.ToolName, ToolUseID: l.ToolID,
+	return t.Event(drover.TypeToolUse, drover.ToolUsePayload{ToolName: l.ToolName, ToolUseID: l.ToolID,
 		Input: input, Description: drover.DescribeTool(l.ToolName, input)})
 }
 
@@ -237,15 +210,6 @@ var deniedTypes = []string{"tool_not_registered", "policy_violation"}
 var deniedPrefixes = []string{"Path not in workspace", "Access denied"}
 
 func (t *translator) toolResult(l line) drover.Event {
-	c := t.calls[l.ToolID]
-	name := c.name
-	if name == "" {
-		name = l.ToolName
-	}
-	if name == "" {
-		// Gemini's tool ids are "<name>__<name>_<ms>_<n>".
-		name, _, _ = strings.Cut(l.ToolID, "__")
-	}
 	out := ""
 	if l.Output != nil {
 		out = *l.Output
@@ -265,12 +229,15 @@ func (t *translator) toolResult(l line) drover.Event {
 			}
 		}
 	}
-	p := drover.ToolResultPayload{ToolUseID: l.ToolID, ToolName: name, Status: st, Output: out}
-	if end := parseTime(l.Timestamp); !c.start.IsZero() && !end.IsZero() {
-		d := max(end.Sub(c.start).Milliseconds(), 0)
-		p.DurationMs = &d
+	p := t.calls.Result(l.ToolID, st, out, parseTime(l.Timestamp))
+	if p.ToolName == "" {
+		p.ToolName = l.ToolName
 	}
-	ev := t.event(drover.TypeToolResult, p)
+	if p.ToolName == "" {
+		// Gemini's tool ids are "<name>__<name>_<ms>_<n>".
+		p.ToolName, _, _ = strings.Cut(l.ToolID, "__")
+	}
+	ev := t.Event(drover.TypeToolResult, p)
 	if l.Error != nil && l.Error.Type != "" {
 		ev.Metadata = map[string]any{"errorType": l.Error.Type}
 	}
@@ -287,13 +254,10 @@ func (t *translator) warning(l line) drover.Event {
 	if l.Severity == "error" {
 		p.Code = drover.CodeModelError
 	}
-	ev := t.event(drover.TypeError, p)
+	ev := t.Event(drover.TypeError, p)
 	ev.Metadata = map[string]any{"severity": l.Severity}
 	return ev
 }
-
-// Translate implements runner.Translator.
-func (t *translator) Translate(raw []byte) ([]drover.Event, error) { return t.translate(raw) }
 
 // Finished reports whether the result line has arrived.
 func (t *translator) Finished() bool { return t.sawResult }
@@ -306,14 +270,14 @@ const (
 
 // Finish returns the events that end the run, or reports a rejected resume:
 // exit 42 with no init printed ("Error resuming session: …").
-func (t *translator) Finish(exit proc.Exit) ([]drover.Event, bool) {
+func (t *translator) Finish(exit runner.Exit) ([]drover.Event, bool) {
 	if t.cfg.resume && !t.sawInit && (exit.Code == exitBadInput || strings.Contains(exit.StderrTail, "Error resuming session")) {
 		return nil, true
 	}
 	return t.finish(exit), false
 }
 
-func (t *translator) finish(exit proc.Exit) []drover.Event {
+func (t *translator) finish(exit runner.Exit) []drover.Event {
 	var evs []drover.Event
 	if t.res == nil && exit.Stopped {
 		return nil // cancelled or timed out: the engine reports the interruption
@@ -332,7 +296,7 @@ func (t *translator) finish(exit proc.Exit) []drover.Event {
 		// No result: gemini died or failed before its turn (exit 41 for a
 		// bad auth setup, 55 for an untrusted folder, …).
 		e := runner.ExitError(ID, exit)
-		evs = append(evs, t.errorEvent(e.Code, e.Message, nil))
+		evs = append(evs, t.Failure(e.Code, e.Message, nil))
 		done.Status = drover.StatusError
 	case t.res.Status == "success":
 		done.Result = t.lastText
@@ -346,8 +310,8 @@ func (t *translator) finish(exit proc.Exit) []drover.Event {
 		meta["exitCode"] = exit.Code
 		if s := t.res.Stats; s != nil {
 			done.Usage.InputTokens, done.Usage.OutputTokens = s.InputTokens, s.OutputTokens
-			done.Usage.CacheReadTokens = copyPtr(s.Cached)
-			done.Usage.ReasoningTokens = copyPtr(s.Thoughts)
+			runner.AddOptional(&done.Usage.CacheReadTokens, s.Cached)
+			runner.AddOptional(&done.Usage.ReasoningTokens, s.Thoughts)
 			done.DurationMs = s.DurationMs
 		}
 	}
@@ -355,26 +319,12 @@ func (t *translator) finish(exit proc.Exit) []drover.Event {
 		done.DurationMs = exit.Duration.Milliseconds()
 	}
 	done.Usage.ToolUses = t.toolUses
-	ev := t.event(drover.TypeDone, done)
+	ev := t.Event(drover.TypeDone, done)
 	if len(meta) > 0 {
 		ev.Metadata = meta
 	}
 	t.res = nil
 	return append(evs, ev)
-}
-
-func copyPtr(p *int64) *int64 {
-	if p == nil {
-		return nil
-	}
-	v := *p
-	return &v
-}
-
-func (t *translator) errorEvent(code drover.ErrorCode, msg string, meta map[string]any) drover.Event {
-	ev := t.event(drover.TypeError, drover.ErrorPayload{Code: code, Message: msg})
-	ev.Metadata = meta
-	return ev
 }
 
 // statusRe finds the HTTP status in gemini's "[API Error: {"error":{"code":500,…".
@@ -387,7 +337,7 @@ var httpStatuses = []int{429, 500, 503, 502, 504, 529, 400, 401, 403, 404, 413}
 // error.type "unknown" and the status only inside the message text or, in
 // stream-json mode, as the exit code (HTTP status mod 256: 429 → 173,
 // 500 → 244, 400 → 144, 401 → 145).
-func (t *translator) resultError(l line, exit proc.Exit) drover.Event {
+func (t *translator) resultError(l line, exit runner.Exit) drover.Event {
 	msg, typ := "gemini reported an error", ""
 	if l.Error != nil {
 		if l.Error.Message != "" {
@@ -414,29 +364,18 @@ func (t *translator) resultError(l line, exit proc.Exit) drover.Event {
 	code := drover.CodeExecutionError
 	if status != 0 {
 		meta["httpStatus"] = status
-		code = codeForStatus(status, msg)
+		code = statusRules.Code(status, msg)
 	}
-	meta["retryable"] = code.Retryable()
-	return t.errorEvent(code, msg, meta)
+	return t.Failure(code, msg, meta)
 }
 
-func codeForStatus(status int, msg string) drover.ErrorCode {
-	switch {
-	case status == 429:
-		return drover.CodeRateLimited
-	case status == 529 || status == 503:
-		return drover.CodeOverloaded
-	case status == 401 || status == 403:
-		return drover.CodeAuthFailed
-	case status == 413:
-		return drover.CodeContextOverflow
-	case status == 400:
-		if strings.Contains(msg, "token count") || strings.Contains(msg, "context") {
-			return drover.CodeContextOverflow
-		}
-		return drover.CodeBadRequest
-	case status >= 500:
-		return drover.CodeServerError
-	}
-	return drover.CodeModelError
+// statusRules are Gemini's differences from the shared status mapping: a
+// 503 is overload, and a 413, or a 400 about the token count, a context
+// overflow.
+var statusRules = runner.StatusRules{
+	Overloaded: []runner.Match{{Status: []int{503}}},
+	ContextOverflow: []runner.Match{
+		{Status: []int{413}},
+		{Status: []int{400}, Texts: []runner.Text{{"token count"}, {"context"}}},
+	},
 }

@@ -1,13 +1,8 @@
-// Package opencode is drover's adapter for OpenCode (`opencode run --format
-// json`). Its native → UES mapping, its tier → permission table and the
-// measurements behind them are in docs/adapters/opencode.md.
 package opencode
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
-	"iter"
 	"os"
 	"path/filepath"
 	"slices"
@@ -16,17 +11,10 @@ import (
 	"unicode/utf8"
 
 	"github.com/drover-run/drover"
-	"github.com/drover-run/drover/internal/proc"
 	"github.com/drover-run/drover/internal/runner"
 )
 
 const (
-	// ID is the adapter id stamped on events.
-	ID = "opencode"
-	// BinaryEnv names the environment variable that overrides the binary path.
-	BinaryEnv = "DROVER_OPENCODE_BIN"
-	// TestedVersions is the version range this adapter is proven against.
-	TestedVersions = "1.18.33"
 	// AgentName is the OpenCode agent drover defines for every run (in
 	// OPENCODE_CONFIG_CONTENT) and selects with --agent: it carries the
 	// tier's permission rules, so an agent of the same name in the user's or
@@ -41,67 +29,23 @@ const (
 	DefaultEndpointModel = "default"
 )
 
-var testedVersions = []string{"1.18.33"}
-
-// Adapter runs OpenCode. The zero value is not usable; call New.
-type Adapter struct {
-	linger time.Duration
-	grace  time.Duration
-}
-
-var (
-	_ drover.Adapter = (*Adapter)(nil)
-	_ runner.Vendor  = (*Adapter)(nil)
-)
-
-// New returns an OpenCode adapter.
-func New() *Adapter {
-	// OpenCode flushes its session database and stops its internal server
-	// after the last step; measured 0.1–0.25 s, so 3 s of silence after the
-	// final step means it hangs.
-	return &Adapter{linger: 3 * time.Second, grace: 3 * time.Second}
-}
-
-// ID returns "opencode".
-func (a *Adapter) ID() string { return ID }
-
 // Capabilities reports what OpenCode 1.18.33 can honour. MaxTurns (the agent
 // "steps" setting is advisory: a model that keeps calling tools is never
 // stopped), MaxBudgetUSD, Fork and PartialText (`run` prints whole parts,
 // no deltas) are refused.
 func (a *Adapter) Capabilities() drover.Capabilities {
 	return drover.Capabilities{
-		Tiers:  drover.Tiers(),
 		Resume: true, AllowedTools: true, DisallowedTools: true, AddDirs: true, SystemPrompt: true,
 		Thinking: true, Cost: true, ConfigDir: true, Endpoint: true, APIRetries: true,
+		Tiers: drover.Tiers(),
 	}
-}
-
-// Available runs `opencode --version` (ADP-4).
-func (a *Adapter) Available(ctx context.Context) drover.Availability {
-	return runner.Available(ctx, func() (string, error) { return a.Binary(drover.Options{}) }, []string{"--version"}, testedVersions)
-}
-
-// Run starts opencode and yields its events. See drover.Adapter for the contract.
-func (a *Adapter) Run(ctx context.Context, req drover.Request) iter.Seq2[drover.Event, error] {
-	return func(yield func(drover.Event, error) bool) {
-		runner.Run(ctx, a, req, runner.Settings{Linger: a.linger, Grace: a.grace}, yield)
-	}
-}
-
-// Binary finds opencode: Options.Binary, DROVER_OPENCODE_BIN, or PATH.
-func (a *Adapter) Binary(opts drover.Options) (string, error) {
-	if opts.Binary != "" {
-		return opts.Binary, nil
-	}
-	return proc.LookPath("opencode", BinaryEnv)
 }
 
 // Prepare builds one opencode process: flags, the generated configuration in
 // OPENCODE_CONFIG_CONTENT, the prompt on stdin, and the environment. Files
 // drover needs on disk (the retry plugin, the system prompt) go into the
 // config home: Options.ConfigDir, or a temporary directory removed in Cleanup.
-func (a *Adapter) Prepare(_ string, req drover.Request) (*runner.Launch, error) {
+func (a *Adapter) Prepare(req drover.Request) (*runner.Launch, error) {
 	opts := req.Options
 	if err := checkToolFilter(opts); err != nil {
 		return nil, err
@@ -149,11 +93,22 @@ func (a *Adapter) Prepare(_ string, req drover.Request) (*runner.Launch, error) 
 	for k, v := range opts.Env {
 		env = append(env, k+"="+v)
 	}
-	return &runner.Launch{
-		Spec:       proc.Spec{Args: Args(opts, req.Prompt), Env: env, Dir: opts.Cwd, Stdin: strings.NewReader(req.Prompt)},
-		Translator: newTranslator(req.Options.SessionID, time.Now, opts, initModel(opts)),
-		Cleanup:    cleanup,
-	}, nil
+	return &runner.Launch{Args: Args(opts, req.Prompt), Env: env, Stdin: req.Prompt,
+		Translator: newTranslator(a.Stamp(req), opts, initModel(opts)), Cleanup: cleanup}, nil
+}
+
+// Adapter runs OpenCode. The zero value is not usable; call New.
+type Adapter struct{ runner.Base }
+
+var _ drover.Adapter = (*Adapter)(nil)
+
+// New returns an OpenCode adapter.
+func New() *Adapter {
+	return runner.New(&Adapter{}, runner.Spec{ID: ID, Command: "opencode", BinaryEnv: BinaryEnv, TestedVersions: []string{TestedVersions},
+		// OpenCode flushes its session database and stops its internal
+		// server after the last step; measured 0.1–0.25 s, so 3 s of
+		// silence after the final step means it hangs.
+		Linger: 3 * time.Second})
 }
 
 // Args returns the opencode command-line arguments for opts; the prompt goes

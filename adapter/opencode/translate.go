@@ -1,14 +1,12 @@
 package opencode
 
 import (
-	"encoding/json"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
 	"github.com/drover-run/drover"
-	"github.com/drover-run/drover/internal/proc"
+	"github.com/drover-run/drover/internal/runner"
 )
 
 // line is the union of the fields drover reads from `opencode run --format
@@ -76,8 +74,7 @@ type apiError struct {
 // the first event from what drover passed, and done is built in Finish from
 // the step_finish lines and the exit status.
 type translator struct {
-	sid    string
-	now    func() time.Time
+	runner.Stamp
 	start  time.Time
 	resume bool
 	model  string
@@ -95,28 +92,17 @@ type translator struct {
 	usage      drover.Usage
 }
 
-func newTranslator(sid string, now func() time.Time, opts drover.Options, model string) *translator {
-	return &translator{sid: sid, now: now, start: now(), resume: opts.Resume != "", model: model,
-		cwd: opts.Cwd, tools: Tools(opts)}
-}
-
-func (t *translator) event(typ drover.EventType, payload any) drover.Event {
-	return drover.Event{Type: typ, Agent: ID, SessionID: t.sid, Timestamp: t.now().UnixMilli(), Payload: payload}
-}
-
-func (t *translator) extension(name string, raw []byte) drover.Event {
-	return t.event(drover.EventType(ID+":"+name), json.RawMessage(slices.Clone(raw)))
+func newTranslator(s runner.Stamp, opts drover.Options, model string) *translator {
+	return &translator{Stamp: s, start: s.Now(), resume: opts.Resume != "",
+		model: model, cwd: opts.Cwd, tools: Tools(opts)}
 }
 
 // Translate implements runner.Translator: one native line → events. A line
 // that is not a JSON object with a type is an error (skipped by the runner).
 func (t *translator) Translate(raw []byte) ([]drover.Event, error) {
 	var l line
-	if err := json.Unmarshal(raw, &l); err != nil {
-		return nil, fmt.Errorf("undecodable opencode line: %w", err)
-	}
-	if l.Type == "" {
-		return nil, fmt.Errorf("opencode line without a type")
+	if err := t.Decode(raw, &l, &l.Type); err != nil {
+		return nil, err
 	}
 	t.sawLine = true
 	if l.SessionID != "" {
@@ -125,27 +111,25 @@ func (t *translator) Translate(raw []byte) ([]drover.Event, error) {
 	var evs []drover.Event
 	if !t.sawInit {
 		t.sawInit = true
-		ev := t.event(drover.TypeInit, drover.InitPayload{Model: t.model, Cwd: t.cwd, Tools: slices.Clone(t.tools)})
-		ev.Metadata = map[string]any{"vendorSessionId": l.SessionID, "synthesized": true}
-		evs = append(evs, ev)
+		evs = append(evs, t.Init(t.model, t.cwd, t.tools, map[string]any{"vendorSessionId": l.SessionID, "synthesized": true}))
 	}
 	switch l.Type {
 	case "step_start":
-		evs = append(evs, t.extension("step_start", raw))
+		evs = append(evs, t.Extension("step_start", raw))
 	case "step_finish":
 		t.stepFinish(l.Part)
-		evs = append(evs, t.extension("step_finish", raw))
+		evs = append(evs, t.Extension("step_finish", raw))
 	case "text":
 		t.lastText = l.Part.Text
-		evs = append(evs, t.event(drover.TypeText, drover.TextPayload{Content: l.Part.Text}))
+		evs = append(evs, t.Event(drover.TypeText, drover.TextPayload{Content: l.Part.Text}))
 	case "reasoning":
-		evs = append(evs, t.event(drover.TypeThinking, drover.ThinkingPayload{Summary: l.Part.Text}))
+		evs = append(evs, t.Event(drover.TypeThinking, drover.ThinkingPayload{Summary: l.Part.Text}))
 	case "tool_use":
 		evs = append(evs, t.toolUse(l.Part)...)
 	case "error":
 		evs = append(evs, t.apiError(l.Error))
 	default:
-		evs = append(evs, t.extension(l.Type, raw))
+		evs = append(evs, t.Extension(l.Type, raw))
 	}
 	return evs, nil
 }
@@ -168,22 +152,11 @@ func (t *translator) stepFinish(p part) {
 	}
 	t.usage.InputTokens += tk.Input
 	t.usage.OutputTokens += tk.Output
-	addPtr(&t.usage.ReasoningTokens, tk.Reasoning)
+	runner.AddOptional(&t.usage.ReasoningTokens, tk.Reasoning)
 	if tk.Cache != nil {
-		addPtr(&t.usage.CacheReadTokens, tk.Cache.Read)
-		addPtr(&t.usage.CacheWriteTokens, tk.Cache.Write)
+		runner.AddOptional(&t.usage.CacheReadTokens, tk.Cache.Read)
+		runner.AddOptional(&t.usage.CacheWriteTokens, tk.Cache.Write)
 	}
-}
-
-func addPtr(dst **int64, v *int64) {
-	if v == nil {
-		return
-	}
-	n := *v
-	if *dst != nil {
-		n += **dst
-	}
-	*dst = &n
 }
 
 // toolUse maps OpenCode's single, finished tool line to tool_use and
@@ -215,7 +188,7 @@ func (t *translator) toolUse(p part) []drover.Event {
 	case p.State.Status == "error":
 		out = p.State.Error
 		st = drover.ToolError
-		if isDenial(out) {
+		if runner.ContainsAny(out, denialMarkers) {
 			st = drover.ToolDenied
 		}
 	case p.State.Status == "completed" && p.Tool == "bash" && p.State.Metadata.Exit != nil && *p.State.Metadata.Exit != 0:
@@ -226,14 +199,14 @@ func (t *translator) toolUse(p part) []drover.Event {
 		name = "unknown"
 	}
 	t.toolUses++
-	use := t.event(drover.TypeToolUse, drover.ToolUsePayload{ToolName: name, ToolUseID: id, Input: input,
+	use := t.Event(drover.TypeToolUse, drover.ToolUsePayload{ToolName: name, ToolUseID: id, Input: input,
 		Description: drover.DescribeTool(name, input)})
 	res := drover.ToolResultPayload{ToolUseID: id, ToolName: name, Status: st, Output: out}
 	if tr := p.State.Time; tr != nil && tr.End >= tr.Start && tr.Start > 0 {
 		d := tr.End - tr.Start
 		res.DurationMs = &d
 	}
-	ev := t.event(drover.TypeToolResult, res)
+	ev := t.Event(drover.TypeToolResult, res)
 	if p.Tool == "invalid" {
 		ev.Metadata = map[string]any{"vendorToolName": "invalid"}
 	}
@@ -251,15 +224,6 @@ var denialMarkers = []string{
 	// repairs the call to its "invalid" tool, which is itself removed when
 	// everything is denied, and reports this text on the original name.
 	"tried to call unavailable tool",
-}
-
-func isDenial(s string) bool {
-	for _, m := range denialMarkers {
-		if strings.Contains(s, m) {
-			return true
-		}
-	}
-	return false
 }
 
 // apiError maps OpenCode's error line (a failed model call after its own
@@ -280,7 +244,7 @@ func (t *translator) apiError(e *apiError) drover.Event {
 		code = drover.CodeModelError
 		if s := e.Data.StatusCode; s != nil {
 			meta["httpStatus"] = *s
-			code = codeForStatus(*s, msg+" "+e.Data.ResponseBody)
+			code = statusRules.Code(*s, msg+" "+e.Data.ResponseBody)
 		}
 	case "ContextOverflowError":
 		code = drover.CodeContextOverflow
@@ -289,38 +253,24 @@ func (t *translator) apiError(e *apiError) drover.Event {
 	case "MessageOutputLengthError":
 		code = drover.CodeModelError
 	}
-	retryable := code.Retryable()
 	if e.Data.IsRetryable != nil {
-		retryable = *e.Data.IsRetryable
+		meta["retryable"] = *e.Data.IsRetryable
 	}
-	meta["retryable"] = retryable
-	ev := t.event(drover.TypeError, drover.ErrorPayload{Code: code, Message: msg})
-	ev.Metadata = meta
-	return ev
+	return t.Failure(code, msg, meta)
 }
 
-func codeForStatus(status int, msg string) drover.ErrorCode {
-	switch {
-	case status == 429:
-		return drover.CodeRateLimited
-	case status == 529 || status == 503 && strings.Contains(strings.ToLower(msg), "overload"):
-		return drover.CodeOverloaded
-	case status == 401 || status == 403:
-		return drover.CodeAuthFailed
-	case status == 413:
-		return drover.CodeContextOverflow
-	case status == 400:
-		l := strings.ToLower(msg)
-		if strings.Contains(l, "context") || strings.Contains(l, "too long") || strings.Contains(l, "maximum") && strings.Contains(l, "token") {
-			return drover.CodeContextOverflow
-		}
-		return drover.CodeBadRequest
-	case status >= 500:
-		return drover.CodeServerError
-	case status >= 400:
-		return drover.CodeBadRequest
-	}
-	return drover.CodeModelError
+// statusRules are OpenCode's differences from the shared status mapping,
+// its texts compared in lower case: a 503 that says so is overload, a 413
+// or a 400 about the context's size a context overflow, and any other 4xx
+// a bad request.
+var statusRules = runner.StatusRules{
+	FoldCase:   true,
+	Overloaded: []runner.Match{{Status: []int{503}, Texts: []runner.Text{{"overload"}}}},
+	ContextOverflow: []runner.Match{
+		{Status: []int{413}},
+		{Status: []int{400}, Texts: []runner.Text{{"context"}, {"too long"}, {"maximum", "token"}}},
+	},
+	BadRequest: []runner.Match{{From: 400, To: 499}},
 }
 
 // Finished reports whether the run's final step has finished (reason
@@ -331,7 +281,7 @@ func (t *translator) Finished() bool { return t.lastReason == "stop" || t.apiErr
 // Finish builds the done event from what the stream showed and the exit
 // status, or reports a rejected resume token ("Session not found" on stderr,
 // exit 1, nothing on stdout).
-func (t *translator) Finish(exit proc.Exit) ([]drover.Event, bool) {
+func (t *translator) Finish(exit runner.Exit) ([]drover.Event, bool) {
 	if t.resume && !t.sawLine && !exit.Success() && strings.Contains(exit.StderrTail, "Session not found") {
 		return nil, true
 	}
@@ -359,11 +309,11 @@ func (t *translator) done(status drover.DoneStatus) drover.Event {
 		u.Turns = &n
 	}
 	d := drover.DonePayload{Status: status, ResumeToken: t.vendorSess, Usage: u,
-		DurationMs: max(0, t.now().Sub(t.start).Milliseconds())}
+		DurationMs: max(0, t.Now().Sub(t.start).Milliseconds())}
 	if status == drover.StatusSuccess {
 		d.Result = t.lastText
 	}
-	ev := t.event(drover.TypeDone, d)
+	ev := t.Event(drover.TypeDone, d)
 	ev.Metadata = map[string]any{"vendorSessionId": t.vendorSess}
 	if t.lastReason != "" {
 		ev.Metadata["stopReason"] = t.lastReason

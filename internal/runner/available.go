@@ -15,10 +15,10 @@ import (
 
 var versionRe = regexp.MustCompile(`\d+\.\d+\.\d+`)
 
-// Available finds the CLI with lookup, runs it with versionArgs (bounded by
+// available finds the CLI with lookup, runs it with versionArgs (bounded by
 // ctx and 15 s), takes the first x.y.z in its output as the version, and
 // marks it tested when it is one of tested (ADP-4).
-func Available(ctx context.Context, lookup func() (string, error), versionArgs []string, tested []string) drover.Availability {
+func available(ctx context.Context, lookup func() (string, error), versionArgs []string, tested []string) drover.Availability {
 	av := drover.Availability{TestedVersions: strings.Join(tested, ", ")}
 	path, err := lookup()
 	if err != nil {

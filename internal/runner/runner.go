@@ -1,9 +1,12 @@
-// Package runner is what every CLI adapter shares around its own
-// translation: finding the binary, refusing unsupported options, running one
-// vendor process with internal/proc, yielding translated events, the linger
-// watchdog after a final result, holding "done" until the process is gone,
-// the resume fallback (ADP-5), and the failure events of a process that ended
-// without a result. A vendor package supplies a Vendor.
+// Package runner is the kit every CLI adapter is built from. Base supplies
+// an adapter's shared half: finding the binary (ADP-1), availability
+// (ADP-4), refusing unsupported options (ADP-3), running one vendor process
+// with internal/proc, yielding translated events, the linger watchdog after
+// a final result (ADP-6), holding "done" until the process is gone, the
+// resume fallback (ADP-5) and the failure events of a process that ended
+// without a result. A vendor package supplies Hooks (its capabilities and
+// how to prepare one process) and a Translator for its native output, which
+// it writes with Stamp, ToolCalls and StatusRules.
 package runner
 
 import (
@@ -33,69 +36,65 @@ type Translator interface {
 	// says the vendor refused the resume token before starting a
 	// conversation. Returning no events and false lets the runner report the
 	// process's end as a failure.
-	Finish(exit proc.Exit) (events []drover.Event, resumeRejected bool)
+	Finish(exit Exit) (events []drover.Event, resumeRejected bool)
 }
 
-// Launch is one vendor process to start.
+// Exit is how a vendor process ended (proc.Exit), named here so that a
+// vendor package needs no other internal package than this kit.
+type Exit = proc.Exit
+
+// Launch is one vendor process to start: what is the vendor's own about it.
+// Base adds the rest: the binary's path, Options.Cwd as the working
+// directory (and $PWD), its own process group, the stop grace.
 type Launch struct {
-	Spec       proc.Spec
+	// Args are the CLI's arguments.
+	Args []string
+	// Env is its environment; nil means drover's own.
+	Env []string
+	// Stdin is written to its standard input, which is then closed: the
+	// prompt, for the CLIs that read it there.
+	Stdin string
+	// Translator translates what it prints.
 	Translator Translator
 	// Cleanup, when set, runs after the process is gone (temporary config).
 	Cleanup func()
 }
 
-// Vendor is what an adapter supplies to the runner.
-type Vendor interface {
-	// ID is the adapter id stamped on events.
-	ID() string
-	// Capabilities are checked against the options before anything starts.
-	Capabilities() drover.Capabilities
-	// Binary returns the CLI's path for these options.
-	Binary(opts drover.Options) (string, error)
-	// Prepare builds the process and translator of one attempt. An error
-	// ends the run before the CLI starts (use *drover.Error for a code).
-	Prepare(path string, req drover.Request) (*Launch, error)
-}
+// defaultLinger is Spec.Linger's default: long enough for a CLI to flush
+// its session files after its final result.
+const defaultLinger = 2 * time.Second
 
-// Settings tune the watchdogs.
-type Settings struct {
-	// Linger is how long a process may stay silent after its final result
-	// before it is stopped (ADP-6); 0 → 2 s.
-	Linger time.Duration
-	// Grace is the SIGTERM→SIGKILL grace when stopping; 0 → proc default.
-	Grace time.Duration
-}
-
-// Run is an Adapter's Run body: it yields the vendor's events, and when the
+// run is an Adapter's Run body: it yields the vendor's events, and when the
 // vendor rejects opts.Resume, a recoverable RESUME_FAILED error followed by a
 // fresh run without it.
-func Run(ctx context.Context, v Vendor, req drover.Request, s Settings, yield func(drover.Event, error) bool) {
-	if err := v.Capabilities().Unsupported(req.Options); err != nil {
+func (b *Base) run(ctx context.Context, req drover.Request, yield func(drover.Event, error) bool) {
+	if err := b.hooks.Capabilities().Unsupported(req.Options); err != nil {
 		yield(drover.Event{}, err)
 		return
 	}
-	path, err := v.Binary(req.Options)
+	path, err := b.Binary(req.Options)
 	if err != nil {
 		yield(drover.Event{}, &drover.Error{Code: drover.CodeNotInstalled, Message: err.Error(), Err: drover.ErrAgentNotInstalled})
 		return
 	}
-	if !attempt(ctx, v, path, req, s, yield) {
+	if !b.attempt(ctx, path, req, yield) {
 		return
 	}
-	if !yield(drover.NewEvent(drover.TypeError, v.ID(), req.Options.SessionID, drover.ErrorPayload{
+	if !yield(drover.NewEvent(drover.TypeError, b.spec.ID, req.Options.SessionID, drover.ErrorPayload{
 		Code: drover.CodeResumeFailed, Recoverable: true,
-		Message: fmt.Sprintf("%s could not resume %q; starting a new conversation", v.ID(), req.Options.Resume),
+		Message: fmt.Sprintf("%s could not resume %q; starting a new conversation", b.spec.ID, req.Options.Resume),
 	}), nil) {
 		return
 	}
 	req.Options.Resume = ""
-	attempt(ctx, v, path, req, s, yield)
+	b.attempt(ctx, path, req, yield)
 }
 
 // attempt runs one process and reports whether the vendor rejected the
 // resume token (having yielded nothing of this attempt).
-func attempt(ctx context.Context, v Vendor, path string, req drover.Request, s Settings, yield func(drover.Event, error) bool) (resumeRejected bool) {
-	l, err := v.Prepare(path, req)
+func (b *Base) attempt(ctx context.Context, path string, req drover.Request, yield func(drover.Event, error) bool) (resumeRejected bool) {
+	id := b.spec.ID
+	l, err := b.hooks.Prepare(req)
 	if err != nil {
 		yield(drover.Event{}, err)
 		return false
@@ -103,8 +102,7 @@ func attempt(ctx context.Context, v Vendor, path string, req drover.Request, s S
 	if l.Cleanup != nil {
 		defer l.Cleanup()
 	}
-	spec := l.Spec
-	spec.Path = path
+	spec := proc.Spec{Path: path, Args: l.Args, Env: l.Env, Dir: req.Options.Cwd, Stdin: strings.NewReader(l.Stdin)}
 	if spec.Dir != "" {
 		// Some CLIs (OpenCode) take their project directory from $PWD, which
 		// the inherited environment has for drover's own directory.
@@ -116,16 +114,19 @@ func attempt(ctx context.Context, v Vendor, path string, req drover.Request, s S
 			spec.Env = append(slices.Clone(env), "PWD="+abs)
 		}
 	}
-	if s.Grace > 0 {
-		spec.Grace = s.Grace
+	// The watchdog's Stop below takes the grace explicitly; 0 there would
+	// not mean proc's default.
+	spec.Grace = b.spec.Grace
+	if spec.Grace <= 0 {
+		spec.Grace = proc.DefaultGrace
 	}
-	linger := s.Linger
+	linger := b.spec.Linger
 	if linger <= 0 {
-		linger = 2 * time.Second
+		linger = defaultLinger
 	}
 	p, err := proc.Start(ctx, spec)
 	if err != nil {
-		yield(drover.Event{}, &drover.Error{Code: drover.CodeAdapterError, Message: "start " + v.ID(), Err: err})
+		yield(drover.Event{}, &drover.Error{Code: drover.CodeAdapterError, Message: "start " + id, Err: err})
 		return false
 	}
 	// Close stops whatever is left of the process group on every return
@@ -147,13 +148,13 @@ func attempt(ctx context.Context, v Vendor, path string, req drover.Request, s S
 		if err != nil {
 			var tooLong *proc.LineTooLongError
 			if errors.As(err, &tooLong) {
-				if !yield(drover.NewEvent(drover.TypeError, v.ID(), req.Options.SessionID, drover.ErrorPayload{
+				if !yield(drover.NewEvent(drover.TypeError, id, req.Options.SessionID, drover.ErrorPayload{
 					Code: drover.CodeLineTooLong, Message: err.Error(), Recoverable: true}), nil) {
 					return false
 				}
 				continue
 			}
-			yield(drover.Event{}, &drover.Error{Code: drover.CodeAdapterError, Message: "read " + v.ID() + " output", Err: err})
+			yield(drover.Event{}, &drover.Error{Code: drover.CodeAdapterError, Message: "read " + id + " output", Err: err})
 			return false
 		}
 		if timer != nil {
@@ -188,7 +189,7 @@ func attempt(ctx context.Context, v Vendor, path string, req drover.Request, s S
 	if ctx.Err() != nil {
 		return false // the engine reports the interruption
 	}
-	yield(drover.Event{}, ExitError(v.ID(), exit))
+	yield(drover.Event{}, ExitError(id, exit))
 	return false
 }
 

@@ -2,6 +2,7 @@ package runner
 
 import (
 	"encoding/json"
+	"fmt"
 	"slices"
 	"time"
 
@@ -20,9 +21,44 @@ type Stamp struct {
 	Now func() time.Time
 }
 
+// Decode decodes the native line raw into l, a pointer to the vendor's line
+// struct, whose type field typ points at. A line that is not a JSON object
+// of that struct, or has no type, is an error; the runner skips it.
+func (s Stamp) Decode(raw []byte, l any, typ *string) error {
+	if err := json.Unmarshal(raw, l); err != nil {
+		return fmt.Errorf("undecodable %s line: %w", s.Agent, err)
+	}
+	if *typ == "" {
+		return fmt.Errorf("%s line without a type", s.Agent)
+	}
+	return nil
+}
+
 // Event returns a typ event with payload, stamped now.
 func (s Stamp) Event(typ drover.EventType, payload any) drover.Event {
 	return drover.Event{Type: typ, Agent: s.Agent, SessionID: s.SessionID, Timestamp: s.Now().UnixMilli(), Payload: payload}
+}
+
+// Init returns the init event: model, working directory cwd, and a copy of
+// tools, where none is an empty list (UES-2), never null; meta is its
+// metadata.
+func (s Stamp) Init(model, cwd string, tools []string, meta map[string]any) drover.Event {
+	tools = slices.Clone(tools)
+	if tools == nil {
+		tools = []string{}
+	}
+	ev := s.Event(drover.TypeInit, drover.InitPayload{Model: model, Cwd: cwd, Tools: tools})
+	ev.Metadata = meta
+	return ev
+}
+
+// SessionMeta is the metadata naming the vendor's own session id, or nil
+// while the vendor has not named one.
+func SessionMeta(vendorSession string) map[string]any {
+	if vendorSession == "" {
+		return nil
+	}
+	return map[string]any{"vendorSessionId": vendorSession}
 }
 
 // Extension returns the extension event "<agent>:<name>" (UES-3) whose
@@ -67,6 +103,10 @@ func (c *ToolCalls) Start(id, name string, start time.Time) {
 	}
 	c.calls[id] = toolCall{name: name, start: start}
 }
+
+// Record records call id of tool name whose start is unknown (a call the
+// vendor reports only after the fact); its result has no duration.
+func (c *ToolCalls) Record(id, name string) { c.Start(id, name, time.Time{}) }
 
 // Known reports whether call id was started.
 func (c *ToolCalls) Known(id string) bool {

@@ -30,6 +30,8 @@ type StatusRules struct {
 	// in lower case); otherwise they match exactly.
 	FoldCase bool
 
+	// Each of these lists the Matches, beyond the shared statuses above,
+	// that lead to the code it is named for.
 	RateLimited     []Match
 	Overloaded      []Match
 	AuthFailed      []Match
@@ -53,6 +55,12 @@ type Match struct {
 
 // Text matches a message that contains every one of its strings.
 type Text []string
+
+// ContainsAny reports whether s contains one of markers: how a vendor's
+// texts (a denial, an overload) are recognised.
+func ContainsAny(s string, markers []string) bool {
+	return slices.ContainsFunc(markers, func(m string) bool { return strings.Contains(s, m) })
+}
 
 // Code maps status (0 when the vendor reported none) and the error message
 // msg to an error code.

@@ -24,6 +24,11 @@ const Session = "golden-session"
 // Clock always returns the same instant, 1700000000000 Unix milliseconds.
 func Clock() time.Time { return time.UnixMilli(1700000000000) }
 
+// Stamp is the Stamp of agent's replayed events: Session and Clock.
+func Stamp(agent string) runner.Stamp {
+	return runner.Stamp{Agent: agent, SessionID: Session, Now: Clock}
+}
+
 // Capture is one native stream captured from a real vendor CLI, in the
 // testdata of the vendor's package: testdata/<version>/<name>.jsonl, with
 // <name>.meta.json beside it when the capture driver recorded how the
@@ -137,18 +142,20 @@ func (c Capture) Lines(t testing.TB) [][]byte {
 // runner drives it: every line through Translate, then Finish with the
 // recorded exit.
 type Replayer struct {
+	// Agent is the adapter id.
+	Agent string
 	// New returns a fresh translator for capture c, configured as the
-	// capture was run, whose events carry session id sid and times from
-	// now. It may fail t when c's metadata does not fit.
-	New func(t testing.TB, c Capture, sid string, now func() time.Time) runner.Translator
+	// capture was run, that stamps its events with s. It may fail t when
+	// c's metadata does not fit.
+	New func(t testing.TB, c Capture, s runner.Stamp) runner.Translator
 }
 
-// Replay returns the events of capture c, stamped with Session and Clock,
-// and whether Finish reported a rejected resume. A line the translator
+// Replay returns the events of capture c, stamped by Stamp(r.Agent), and
+// whether Finish reported a rejected resume. A line the translator
 // cannot decode fails t: captured lines are all meant to be understood.
 func (r Replayer) Replay(t testing.TB, c Capture) (evs []drover.Event, rejected bool) {
 	t.Helper()
-	tr := r.New(t, c, Session, Clock)
+	tr := r.New(t, c, Stamp(r.Agent))
 	for _, l := range c.Lines(t) {
 		out, err := tr.Translate(l)
 		if err != nil {
