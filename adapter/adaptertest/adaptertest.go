@@ -1,6 +1,9 @@
 // Package adaptertest is the conformance suite every drover adapter runs
 // against its real vendor CLI, offline against fakemodel: the same scenarios
-// and the same expected UES shape for every vendor.
+// and the same expected UES shape for every vendor (Run). It also holds the
+// checks every vendor's own unit tests share: finding the CLI (Locate,
+// Pinned), options → command line and environment (Flags, HasEnv),
+// refused options (Refused) and config-home seeding (Seeding).
 package adaptertest
 
 import (

@@ -10,7 +10,9 @@ import (
 
 // FlagCase is one row of a vendor's options → command-line table (ADP-3).
 type FlagCase struct {
-	Name    string
+	// Name names the case in failures.
+	Name string
+	// Options are the run's options.
 	Options drover.Options
 	// Arg is the vendor's second argument to its Args, if it takes one
 	// (Gemini's policy path, OpenCode's prompt).

@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	"github.com/drover-run/drover"
-	"github.com/drover-run/drover/internal/proc"
 	"github.com/drover-run/drover/internal/runner"
 )
 
@@ -47,7 +46,7 @@ func Fuzz(f *testing.F, newTranslator func() runner.Translator, extra ...FuzzSee
 	f.Fuzz(func(t *testing.T, line []byte, code int, stderr string) {
 		tr := newTranslator()
 		evs, _ := tr.Translate(line)
-		final, _ := tr.Finish(proc.Exit{Code: code, StderrTail: stderr})
+		final, _ := tr.Finish(runner.Exit{Code: code, StderrTail: stderr})
 		for _, ev := range append(evs, final...) {
 			if err := drover.ValidateEvent(ev); err != nil {
 				t.Fatalf("invalid event from %q (exit %d): %v", line, code, err)

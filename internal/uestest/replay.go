@@ -13,15 +13,14 @@ import (
 	"time"
 
 	"github.com/drover-run/drover"
-	"github.com/drover-run/drover/internal/proc"
 	"github.com/drover-run/drover/internal/runner"
 )
 
-// Session is the session id of every replayed event, and Clock the clock
-// of every replay, so that goldens are reproducible.
+// Session is the session id of every replayed event (see Stamp).
 const Session = "golden-session"
 
-// Clock always returns the same instant, 1700000000000 Unix milliseconds.
+// Clock is the clock of every replay, so that goldens are reproducible: it
+// always returns the same instant, 1700000000000 Unix milliseconds.
 func Clock() time.Time { return time.UnixMilli(1700000000000) }
 
 // Stamp is the Stamp of agent's replayed events: Session and Clock.
@@ -60,8 +59,8 @@ type Meta struct {
 
 // Exit is the recorded end of the process as proc reports it: a signal
 // makes it Stopped with code -1.
-func (m Meta) Exit() proc.Exit {
-	e := proc.Exit{Code: m.RC, Signal: m.Signal, Stopped: m.Signal != "", StderrTail: m.Stderr}
+func (m Meta) Exit() runner.Exit {
+	e := runner.Exit{Code: m.RC, Signal: m.Signal, Stopped: m.Signal != "", StderrTail: m.Stderr}
 	if m.Signal != "" {
 		e.Code = -1
 	}

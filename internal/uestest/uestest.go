@@ -1,5 +1,7 @@
 // Package uestest holds test helpers shared by drover's packages: validation
-// of encoded events against the shipped UES JSON Schema.
+// of encoded events against the shipped UES JSON Schema, and the harness
+// every adapter's translator is tested on (Replayer for golden files and
+// semantic tables over captured native streams, Fuzz for the decoder).
 package uestest
 
 import (
