@@ -32,6 +32,12 @@ type Adapter interface {
 type Request struct {
 	Prompt  string
 	Options Options
+	// Live, when set, carries the run's permission answers, steering
+	// messages and interrupts to the adapter (see Live). The engine sets it
+	// only for an adapter whose Capabilities include Permissions, Steer or
+	// Interrupt, in a run that can be answered or steered; without it the
+	// adapter runs its vendor headless, asking nothing.
+	Live Live
 }
 
 // ProcessStarted reports a started vendor process to r's

@@ -158,7 +158,20 @@ func (e *Engine) stream(ctx context.Context, a Adapter, prompt string, opts Opti
 			g.emitDone(StatusInterrupted)
 			return
 		}
-		g.runAdapter(ctx, a, Request{Prompt: prompt, Options: opts})
+		req := Request{Prompt: prompt, Options: opts}
+		if opts.interactive() {
+			caps := a.Capabilities()
+			live, err := attach(ctx, opts.Control, opts, caps)
+			if err != nil {
+				g.fail(CodeOf(err, CodeValidation), err.Error())
+				return
+			}
+			g.live = live
+			if caps.Permissions || caps.Steer || caps.Interrupt {
+				req.Live = live
+			}
+		}
+		g.runAdapter(ctx, a, req)
 	}
 }
 
@@ -168,6 +181,7 @@ type guard struct {
 	opts              Options
 	yield             func(Event) bool
 	start             time.Time
+	live              *liveRun // nil unless the run can be answered or steered
 
 	stopped bool // the consumer stopped iterating
 }
@@ -232,6 +246,11 @@ func (g *guard) runAdapter(ctx context.Context, a Adapter, req Request) {
 		defer idle.Stop()
 	}
 
+	if g.live != nil {
+		// On every way out, including a panic passing through: detach the
+		// Control and stop the run's callbacks and timers.
+		defer g.live.close()
+	}
 	var (
 		done      *Event
 		fatal     error
@@ -267,20 +286,40 @@ func (g *guard) runAdapter(ctx context.Context, a Adapter, req Request) {
 				violation = v
 				break
 			}
+			if ev.Type == TypePermissionRequest && g.live != nil {
+				p, _ := ev.Payload.(PermissionRequestPayload)
+				opened, err := g.live.open(p)
+				if err != nil {
+					fatal = &Error{Code: CodeAdapterError, Message: err.Error()}
+					break
+				}
+				ev.Payload = opened
+			}
 			if idle != nil {
 				idle.Stop()
 			}
 			if !g.emit(ev) {
 				return nil
 			}
-			if idle != nil {
+			// A run waiting for a person is not idle: the idle timeout
+			// resumes once no permission request is open.
+			if idle != nil && (g.live == nil || !g.live.waiting()) {
 				idle.Reset(g.opts.IdleTimeout)
 			}
 		}
 		return nil
 	}()
+	var unrecorded []Event
+	if g.live != nil {
+		unrecorded = g.live.close()
+	}
 	if g.stopped {
 		return
+	}
+	for _, ev := range unrecorded {
+		if !g.emit(ev) {
+			return
+		}
 	}
 	switch {
 	case done != nil:

@@ -123,12 +123,22 @@ type ToolResultPayload struct {
 	DurationMs *int64     `json:"durationMs,omitempty"`
 }
 
-// PermissionRequestPayload is the payload of "permission_request".
+// PermissionRequestPayload is the payload of "permission_request": a tool
+// call the agent asks to make (PERM-2, CTL-1). Its answer follows as a
+// "drover:permission_answer" event with the same RequestID.
 type PermissionRequestPayload struct {
+	// RequestID names the request within its run; answers name it.
+	RequestID string         `json:"requestId,omitempty"`
 	ToolName  string         `json:"toolName"`
 	ToolUseID string         `json:"toolUseId"`
 	Input     map[string]any `json:"input"`
-	Reason    string         `json:"reason,omitempty"`
+	// Reason is the vendor's own words for what the call does, if any.
+	Reason string `json:"reason,omitempty"`
+	// Description is a one-line human description (see DescribeTool).
+	Description string `json:"description,omitempty"`
+	// Deadline, in Unix milliseconds, is when an unanswered request is
+	// denied; 0 when nobody is waited for.
+	Deadline int64 `json:"deadline,omitempty"`
 }
 
 // ErrorPayload is the payload of "error". Recoverable means the run goes on
@@ -253,6 +263,12 @@ func decodePayload(t EventType, raw json.RawMessage) (any, error) {
 		return decodeAs[ErrorPayload](raw)
 	case TypeDone:
 		return decodeAs[DonePayload](raw)
+	case TypePermissionAnswer:
+		return decodeAs[PermissionAnswerPayload](raw)
+	case TypeSteer:
+		return decodeAs[SteerPayload](raw)
+	case TypeInterrupt:
+		return decodeAs[InterruptPayload](raw)
 	}
 	return append(json.RawMessage(nil), raw...), nil
 }

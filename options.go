@@ -109,6 +109,25 @@ type Options struct {
 	// adapter starts for the run (see ProcessObserver). Not part of the JSON
 	// form.
 	ProcessObserver ProcessObserver `json:"-"`
+
+	// CanUseTool, when set, decides the run's permission requests that no
+	// rule decides (PERM-2), within ApprovalTimeout (default
+	// DefaultApprovalTimeout). Not part of the JSON form.
+	CanUseTool PermissionFunc `json:"-"`
+	// PermissionRules answer matching permission requests without asking
+	// anyone (CTL-2); deny rules win over allow rules. In JSON, a list of
+	// strings such as "allow:Bash(git status*)".
+	PermissionRules []PermissionRule `json:"permissionRules,omitempty"`
+	// ApprovalTimeout is how long a permission request waits for an answer
+	// (from CanUseTool or a client through Control) before it is denied.
+	// 0 means DefaultApprovalTimeout with a CanUseTool, else no wait: what
+	// no rule decides is denied at once, as in a run nobody watches. JSON
+	// as Timeout.
+	ApprovalTimeout time.Duration `json:"approvalTimeout,omitempty"`
+	// Control, when set, is the run's live control: answers to its
+	// permission requests, steering, interrupts (CTL-1, CTL-3). Not part of
+	// the JSON form.
+	Control *Control `json:"-"`
 }
 
 // EffectiveTier returns the tier, or DefaultTier when none is set.
@@ -133,8 +152,13 @@ func (o Options) Validate() error {
 	if o.MaxBudgetUSD < 0 {
 		return &Error{Code: CodeValidation, Message: fmt.Sprintf("maxBudgetUsd must be positive, got %g", o.MaxBudgetUSD)}
 	}
-	if o.Timeout < 0 || o.IdleTimeout < 0 {
+	if o.Timeout < 0 || o.IdleTimeout < 0 || o.ApprovalTimeout < 0 {
 		return &Error{Code: CodeValidation, Message: "timeouts must not be negative"}
+	}
+	for _, r := range o.PermissionRules {
+		if (r.Behavior != Allow && r.Behavior != Deny) || r.Tool == "" {
+			return &Error{Code: CodeValidation, Message: fmt.Sprintf("permission rule %q: want a behavior (allow or deny) and a tool", r.String())}
+		}
 	}
 	if o.Fork && o.Resume == "" {
 		return &Error{Code: CodeValidation, Message: "fork needs a resume token to fork from"}
@@ -189,6 +213,15 @@ type Capabilities struct {
 	ConfigDir       bool   `json:"configDir"`
 	Endpoint        bool   `json:"endpoint"`
 	APIRetries      bool   `json:"apiRetries"`
+	// Permissions: the vendor asks before tool calls that need approval,
+	// and takes the answers (PERM-2): CanUseTool, PermissionRules and
+	// ApprovalTimeout are honoured.
+	Permissions bool `json:"permissions"`
+	// Steer: the vendor takes user messages while it runs (Control.Steer).
+	Steer bool `json:"steer"`
+	// Interrupt: the vendor can end its current turn and keep the session
+	// (Control.Interrupt).
+	Interrupt bool `json:"interrupt"`
 }
 
 // Unsupported returns the first option in o that c cannot honour, as an
@@ -210,6 +243,9 @@ func (c Capabilities) Unsupported(o Options) error {
 		{o.ConfigDir != "", c.ConfigDir, "configDir"},
 		{o.Endpoint != nil, c.Endpoint, "endpoint"},
 		{o.APIRetries != nil, c.APIRetries, "apiRetries"},
+		{o.CanUseTool != nil, c.Permissions, "canUseTool (answering permission requests)"},
+		{len(o.PermissionRules) > 0, c.Permissions, "permissionRules"},
+		{o.ApprovalTimeout > 0, c.Permissions, "approvalTimeout (answering permission requests)"},
 	}
 	for _, ch := range check {
 		if ch.set && !ch.ok {
@@ -229,13 +265,14 @@ type optionsFields Options
 // timeouts as durations (the shallower fields win over the embedded ones).
 type optionsWire struct {
 	optionsFields
-	Timeout     wireDuration `json:"timeout,omitempty"`
-	IdleTimeout wireDuration `json:"idleTimeout,omitempty"`
+	Timeout         wireDuration `json:"timeout,omitempty"`
+	IdleTimeout     wireDuration `json:"idleTimeout,omitempty"`
+	ApprovalTimeout wireDuration `json:"approvalTimeout,omitempty"`
 }
 
 // MarshalJSON writes o with its timeouts as Go duration strings ("1m30s").
 func (o Options) MarshalJSON() ([]byte, error) {
-	return json.Marshal(optionsWire{optionsFields(o), wireDuration(o.Timeout), wireDuration(o.IdleTimeout)})
+	return json.Marshal(optionsWire{optionsFields(o), wireDuration(o.Timeout), wireDuration(o.IdleTimeout), wireDuration(o.ApprovalTimeout)})
 }
 
 // UnmarshalJSON reads o, taking each timeout as a duration string ("90s",
@@ -249,7 +286,7 @@ func (o *Options) UnmarshalJSON(data []byte) error {
 		return fmt.Errorf("options: %w", err)
 	}
 	*o = Options(w.optionsFields)
-	o.Timeout, o.IdleTimeout = time.Duration(w.Timeout), time.Duration(w.IdleTimeout)
+	o.Timeout, o.IdleTimeout, o.ApprovalTimeout = time.Duration(w.Timeout), time.Duration(w.IdleTimeout), time.Duration(w.ApprovalTimeout)
 	return nil
 }
 
