@@ -39,6 +39,29 @@ type Translator interface {
 	Finish(exit Exit) (events []drover.Event, resumeRejected bool)
 }
 
+// Conversation is a Translator whose vendor takes input while it runs: a
+// stream of JSON messages on stdin (Claude Code's stream-json input) or a
+// JSON-RPC session (Codex's app-server, ACP). A vendor's Prepare returns
+// one when req.Live is set, with arguments for that mode; the runner then
+// keeps the process's stdin open as a pipe, writes Open first, passes the
+// run's live inputs on with Pass (yielding each input's event once passed
+// on), writes what Outbox queues after every Translate, and closes stdin
+// when Outbox says so or the process has ended. Launch.Stdin is not used.
+type Conversation interface {
+	Translator
+	// Open returns what to write first: the prompt as the vendor's first
+	// message, or the requests that start a session.
+	Open() ([]byte, error)
+	// Pass returns what passes in (a permission answer, a steering message,
+	// an interrupt) on to the vendor. An error refuses the input: it is not
+	// written and its event is not recorded.
+	Pass(in drover.LiveInput) ([]byte, error)
+	// Outbox returns what to write after the last Translate or Pass (a
+	// reply to a request of the vendor's, the next request of a session),
+	// and whether stdin is to be closed after it.
+	Outbox() (out []byte, closeInput bool)
+}
+
 // Exit is how a vendor process ended (proc.Exit), named here so that a
 // vendor package needs no other internal package than this kit.
 type Exit = proc.Exit
