@@ -161,6 +161,32 @@ type Session struct {
 	UpdatedAt time.Time `json:"updatedAt"`
 }
 
+// Kinds of control messages.
+const (
+	ControlRespond   = "respond"   // Payload: a ControlAnswer
+	ControlSteer     = "steer"     // Payload: {"message": "..."}
+	ControlInterrupt = "interrupt" // no payload
+)
+
+// ControlMessage is an instruction for a run's owner from another process
+// (PostControl): an answer to a permission request, a steering message, an
+// interrupt.
+type ControlMessage struct {
+	ID      int64           `json:"id"`
+	RunID   string          `json:"runId"`
+	Kind    string          `json:"kind"`
+	Payload json.RawMessage `json:"payload,omitempty"`
+	// By names who sent it ("drover approve", "http", …).
+	By        string    `json:"by,omitempty"`
+	CreatedAt time.Time `json:"createdAt"`
+}
+
+// ControlAnswer is the payload of a ControlRespond message.
+type ControlAnswer struct {
+	RequestID string `json:"requestId"`
+	drover.PermissionDecision
+}
+
 // RunFilter selects runs for ListRuns; zero fields do not filter.
 type RunFilter struct {
 	Status    []RunStatus
@@ -243,6 +269,18 @@ type Store interface {
 	// Unfinished returns runs left pending or running, oldest first (for
 	// reconciliation at start-up, RUN-6).
 	Unfinished(ctx context.Context) ([]Run, error)
+
+	// PostControl queues m for the process that owns m.RunID (CTL-1,
+	// CTL-3): how another process answers, steers or interrupts a run it
+	// does not own. It sets m.ID (increasing) and, when zero,
+	// m.CreatedAt. ErrNotFound for an unknown run, ErrConflict for one
+	// that has ended.
+	PostControl(ctx context.Context, m *ControlMessage) error
+	// TakeControls returns the queued messages of the runs named, oldest
+	// first, and removes them: each message is taken once, however many
+	// processes take at the same time. FinishRun discards a run's
+	// messages nobody took.
+	TakeControls(ctx context.Context, runIDs []string) ([]ControlMessage, error)
 
 	// Close releases the store; pending writes are flushed first. Closing
 	// again returns the first result.

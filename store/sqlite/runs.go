@@ -184,6 +184,10 @@ func (s *Store) FinishRun(ctx context.Context, f store.Finish) error {
 		if st.Terminal() {
 			return fmt.Errorf("run already %s: %w", st, store.ErrConflict)
 		}
+		// Nobody will take what is still queued for a run that ended.
+		if _, err := tx.ExecContext(ctx, `DELETE FROM controls WHERE run_id = ?`, f.RunID); err != nil {
+			return err
+		}
 		args := []any{string(f.Status), f.Error, string(f.DoneStatus), f.ResumeToken, f.DurationMs, timeArg(f.EndedAt)}
 		args = append(args, usageArgs(f.Usage)...)
 		args = append(args, f.RunID)

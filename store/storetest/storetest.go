@@ -69,6 +69,8 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"RUN1_Lifecycle", testLifecycle},
 		{"RUN1_FinishFromPending", testFinishFromPending},
 		{"RUN3_RequestCancel", testRequestCancel},
+		{"CTL1_Controls", testControls},
+		{"CTL1_ControlsTakenOnce", testControlsTakenOnce},
 		{"LED5_ListRuns", testListRuns},
 		{"LED5_Children", testChildren},
 		{"LED2_Events", testEvents},

@@ -1,0 +1,74 @@
+package sqlite
+
+import (
+	"cmp"
+	"context"
+	"database/sql"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/drover-run/drover/store"
+)
+
+// PostControl queues m for its run's owner (migrations/0003_controls.sql).
+func (s *Store) PostControl(ctx context.Context, m *store.ControlMessage) error {
+	if m.CreatedAt.IsZero() {
+		m.CreatedAt = time.Now()
+	}
+	return s.inTx(ctx, func(tx *sql.Tx) error {
+		st, err := runStatus(ctx, tx, m.RunID)
+		if err != nil {
+			return fmt.Errorf("post control to %s: %w", m.RunID, err)
+		}
+		if st.Terminal() {
+			return fmt.Errorf("post control to %s: run %s: %w", m.RunID, st, store.ErrConflict)
+		}
+		return tx.QueryRowContext(ctx, `INSERT INTO controls (run_id, kind, payload, by, created_at)
+			VALUES (?, ?, ?, ?, ?) RETURNING id`, m.RunID, m.Kind, jsonArg(m.Payload), m.By, timeArg(m.CreatedAt)).Scan(&m.ID)
+	})
+}
+
+// TakeControls returns and deletes the queued messages of runIDs, in one
+// write transaction: a message is taken by exactly one caller.
+func (s *Store) TakeControls(ctx context.Context, runIDs []string) ([]store.ControlMessage, error) {
+	if len(runIDs) == 0 {
+		return nil, nil
+	}
+	args := make([]any, len(runIDs))
+	for i, id := range runIDs {
+		args[i] = id
+	}
+	var out []store.ControlMessage
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		out = out[:0]
+		rows, err := tx.QueryContext(ctx, `DELETE FROM controls WHERE run_id IN (`+placeholders(len(args))+`)
+			RETURNING id, run_id, kind, payload, by, created_at`, args...)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var m store.ControlMessage
+			var payload sql.NullString
+			var created sql.NullInt64
+			if err := rows.Scan(&m.ID, &m.RunID, &m.Kind, &payload, &m.By, &created); err != nil {
+				return err
+			}
+			m.Payload, m.CreatedAt = jsonVal(payload), timeVal(created)
+			out = append(out, m)
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return nil, fmt.Errorf("take controls of %s: %w", strings.Join(runIDs, ", "), err)
+	}
+	// RETURNING gives no order; the contract is oldest first.
+	sortControls(out)
+	return out, nil
+}
+
+func sortControls(ms []store.ControlMessage) {
+	slices.SortFunc(ms, func(a, b store.ControlMessage) int { return cmp.Compare(a.ID, b.ID) })
+}
