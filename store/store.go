@@ -107,9 +107,10 @@ type Message struct {
 	// Seq, when not 0, records the message by reference to the run's event
 	// with that seq, which holds its content: a "text" event is an
 	// assistant message, a "tool_result" event a tool message (its output
-	// and tool use id). Role, Content and ToolUseID are then those of the
-	// event, whatever the fields say, so the ledger need not store the
-	// content twice. Not part of the JSON form.
+	// and tool use id), a "drover:steer" event a user message sent into the
+	// live run. Role, Content and ToolUseID are then those of the event,
+	// whatever the fields say, so the ledger need not store the content
+	// twice. Not part of the JSON form.
 	Seq int64 `json:"-"`
 }
 
@@ -130,6 +131,23 @@ type ToolCall struct {
 	// ResultSeq. Not part of the JSON form.
 	Seq       int64 `json:"-"`
 	ResultSeq int64 `json:"-"`
+	// Permission is how the call's permission request was answered (CTL-1),
+	// when it needed one: by reference only, to the
+	// "drover:permission_answer" event PermissionSeq (read back from it).
+	Permission    *ToolPermission `json:"permission,omitempty"`
+	PermissionSeq int64           `json:"-"`
+}
+
+// ToolPermission is the answer a tool call's permission request got.
+type ToolPermission struct {
+	RequestID  string              `json:"requestId"`
+	Behavior   drover.Behavior     `json:"behavior"`
+	Message    string              `json:"message,omitempty"`
+	Always     bool                `json:"always,omitempty"`
+	By         drover.AnswerSource `json:"by"`
+	Detail     string              `json:"detail,omitempty"`
+	AskedAt    time.Time           `json:"askedAt"`
+	AnsweredAt time.Time           `json:"answeredAt"`
 }
 
 // Finish is everything recorded when a run ends, written in one

@@ -25,6 +25,7 @@ type callRef struct {
 	Ord       int             `json:"ord"`
 	Seq       int64           `json:"seq,omitempty"`
 	ResultSeq int64           `json:"resultSeq,omitempty"`
+	PermSeq   int64           `json:"permSeq,omitempty"`
 	ID        string          `json:"id,omitempty"`
 	Name      string          `json:"name,omitempty"`
 	Input     json.RawMessage `json:"input,omitempty"`
@@ -77,14 +78,14 @@ func splitTurn(f store.Finish) (msgs []store.Message, calls []ordCall, refs turn
 	}
 	var cbuf []byte
 	for i, c := range f.ToolCalls {
-		if c.Seq == 0 && c.ResultSeq == 0 {
+		if c.Seq == 0 && c.ResultSeq == 0 && c.PermissionSeq == 0 {
 			calls = append(calls, ordCall{i, c})
 			continue
 		}
-		if c.Seq < 0 || c.ResultSeq < 0 {
-			return nil, nil, refs, fmt.Errorf("tool call %d refers to seqs %d, %d: %w", i, c.Seq, c.ResultSeq, store.ErrConflict)
+		if c.Seq < 0 || c.ResultSeq < 0 || c.PermissionSeq < 0 {
+			return nil, nil, refs, fmt.Errorf("tool call %d refers to seqs %d, %d, %d: %w", i, c.Seq, c.ResultSeq, c.PermissionSeq, store.ErrConflict)
 		}
-		r := callRef{Ord: i, Seq: c.Seq, ResultSeq: c.ResultSeq}
+		r := callRef{Ord: i, Seq: c.Seq, ResultSeq: c.ResultSeq, PermSeq: c.PermissionSeq}
 		if c.Seq == 0 {
 			r.ID, r.Name, r.Input, r.StartedAt = c.ID, c.Name, c.Input, unixNano(c.StartedAt)
 		}
@@ -99,7 +100,7 @@ func splitTurn(f store.Finish) (msgs []store.Message, calls []ordCall, refs turn
 		if cbuf, err = r.appendJSON(cbuf); err != nil {
 			return nil, nil, refs, err
 		}
-		refs.maxSeq = max(refs.maxSeq, c.Seq, c.ResultSeq)
+		refs.maxSeq = max(refs.maxSeq, c.Seq, c.ResultSeq, c.PermissionSeq)
 	}
 	if cbuf != nil {
 		refs.calls = append(cbuf, ']')
@@ -124,6 +125,10 @@ func (r callRef) appendJSON(b []byte) ([]byte, error) {
 	if r.ResultSeq != 0 {
 		b = append(b, `,"resultSeq":`...)
 		b = strconv.AppendInt(b, r.ResultSeq, 10)
+	}
+	if r.PermSeq != 0 {
+		b = append(b, `,"permSeq":`...)
+		b = strconv.AppendInt(b, r.PermSeq, 10)
 	}
 	return append(b, '}'), nil
 }
@@ -192,8 +197,9 @@ func writeTurnRefs(ctx context.Context, tx *sql.Tx, runID string, refs turnRefs)
 }
 
 // eventPart is what a turn record takes from a UES event: the fields of
-// drover.TextPayload, ToolUsePayload and ToolResultPayload. Input stays
-// raw, so it comes back byte for byte as the event has it.
+// drover.TextPayload, ToolUsePayload, ToolResultPayload, SteerPayload and
+// PermissionAnswerPayload. Input stays raw, so it comes back byte for byte
+// as the event has it.
 type eventPart struct {
 	typ     drover.EventType
 	time    sql.NullInt64
@@ -204,6 +210,15 @@ type eventPart struct {
 		Input     json.RawMessage `json:"input"`
 		Status    string          `json:"status"`
 		Output    string          `json:"output"`
+		// drover:steer, drover:permission_answer
+		Message    string              `json:"message"`
+		RequestID  string              `json:"requestId"`
+		Behavior   drover.Behavior     `json:"behavior"`
+		Always     bool                `json:"always"`
+		By         drover.AnswerSource `json:"by"`
+		Detail     string              `json:"detail"`
+		AskedAt    int64               `json:"askedAt"`
+		AnsweredAt int64               `json:"answeredAt"`
 	} `json:"payload"`
 }
 
@@ -300,8 +315,10 @@ func messageRefs(ctx context.Context, tx *sql.Tx, runID string) ([]store.Message
 			m.Role, m.Content = "assistant", ev.Payload.Content
 		case ev.typ == drover.TypeToolResult:
 			m.Role, m.Content, m.ToolUseID = "tool", ev.Payload.Output, ev.Payload.ToolUseID
+		case ev.typ == drover.TypeSteer:
+			m.Role, m.Content = "user", ev.Payload.Message
 		default:
-			return nil, fmt.Errorf("message %d: event %d is a %s, not a text or tool_result", m.Index, m.Seq, ev.typ)
+			return nil, fmt.Errorf("message %d: event %d is a %s, not a text, tool_result or drover:steer", m.Index, m.Seq, ev.typ)
 		}
 		out[i] = m
 	}
@@ -321,7 +338,7 @@ func callRefs(ctx context.Context, tx *sql.Tx, runID string) ([]ordCall, error) 
 	}
 	var seqs []int64
 	for _, r := range refs {
-		for _, seq := range []int64{r.Seq, r.ResultSeq} {
+		for _, seq := range []int64{r.Seq, r.ResultSeq, r.PermSeq} {
 			if seq != 0 {
 				seqs = append(seqs, seq)
 			}
@@ -334,7 +351,7 @@ func callRefs(ctx context.Context, tx *sql.Tx, runID string) ([]ordCall, error) 
 	}
 	out := make([]ordCall, len(refs))
 	for i, r := range refs {
-		c := store.ToolCall{RunID: runID, Seq: r.Seq, ResultSeq: r.ResultSeq,
+		c := store.ToolCall{RunID: runID, Seq: r.Seq, ResultSeq: r.ResultSeq, PermissionSeq: r.PermSeq,
 			ID: r.ID, Name: r.Name, Input: r.Input, Status: drover.ToolStatus(r.Status), Output: r.Output,
 			StartedAt: timeVal(sql.NullInt64{Int64: r.StartedAt, Valid: r.StartedAt != 0}),
 			EndedAt:   timeVal(sql.NullInt64{Int64: r.EndedAt, Valid: r.EndedAt != 0})}
@@ -351,6 +368,16 @@ func callRefs(ctx context.Context, tx *sql.Tx, runID string) ([]ordCall, error) 
 				return nil, fmt.Errorf("tool call %d: event %d is not a tool_result", r.Ord, r.ResultSeq)
 			}
 			c.Status, c.Output, c.EndedAt = drover.ToolStatus(ev.Payload.Status), ev.Payload.Output, timeVal(ev.time)
+		}
+		if r.PermSeq != 0 {
+			ev := parts[r.PermSeq]
+			if ev == nil || ev.typ != drover.TypePermissionAnswer {
+				return nil, fmt.Errorf("tool call %d: event %d is not a drover:permission_answer", r.Ord, r.PermSeq)
+			}
+			p := ev.Payload
+			c.Permission = &store.ToolPermission{RequestID: p.RequestID, Behavior: p.Behavior, Message: p.Message,
+				Always: p.Always, By: p.By, Detail: p.Detail,
+				AskedAt: time.UnixMilli(p.AskedAt).UTC(), AnsweredAt: time.UnixMilli(p.AnsweredAt).UTC()}
 		}
 		out[i] = ordCall{r.Ord, c}
 	}

@@ -80,6 +80,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"LED3_TurnRecord", testTurnRecord},
 		{"LED3_FinishAtomic", testFinishAtomic},
 		{"LED3_TurnRecordByReference", testTurnRecordByReference},
+		{"LED3_TurnRecordControl", testTurnRecordControl},
 		{"LED3_TurnRecordBadReference", testTurnRecordBadReference},
 		{"LED3_UsageOptionalNil", testUsageOptional},
 		{"LED4_Sessions", testSessions},

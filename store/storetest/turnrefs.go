@@ -157,3 +157,76 @@ func testTurnRecordBadReference(t *testing.T, s store.Store) {
 		t.Errorf("ToolCalls with a reference to a text = %+v, want an error", tcs)
 	}
 }
+
+// LED-3, CTL-1: a tool call's permission answer and a steering message are
+// part of the turn record by reference: who answered, how and when, and
+// the user message sent into the live run.
+func testTurnRecordControl(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	mustCreate(t, s, newRun("r1", at(0)))
+	// The answer event keeps Unix milliseconds.
+	asked, answered := at(2*time.Second).Truncate(time.Millisecond), at(3*time.Second).Truncate(time.Millisecond)
+	evs := []store.Event{
+		ues(t, "r1", 1, drover.TypeToolUse, drover.ToolUsePayload{ToolName: "Bash", ToolUseID: "tu-1", Input: map[string]any{"command": "make"}}),
+		ues(t, "r1", 2, drover.TypePermissionRequest, drover.PermissionRequestPayload{RequestID: "q1", ToolName: "Bash", ToolUseID: "tu-1",
+			Input: map[string]any{"command": "make"}}),
+		ues(t, "r1", 3, drover.TypePermissionAnswer, drover.PermissionAnswerPayload{RequestID: "q1", ToolName: "Bash", ToolUseID: "tu-1",
+			PermissionDecision: drover.PermissionDecision{Behavior: drover.Allow, Always: true}, By: drover.ByClient, Detail: "dashboard",
+			AskedAt: asked.UnixMilli(), AnsweredAt: answered.UnixMilli()}),
+		ues(t, "r1", 4, drover.TypeToolResult, drover.ToolResultPayload{ToolUseID: "tu-1", ToolName: "Bash", Status: drover.ToolSuccess, Output: "ok"}),
+		ues(t, "r1", 5, drover.TypeSteer, drover.SteerPayload{Message: "also run the linter", By: "http"}),
+		ues(t, "r1", 6, drover.TypePermissionAnswer, drover.PermissionAnswerPayload{RequestID: "q2", ToolName: "Bash", ToolUseID: "tu-2",
+			PermissionDecision: drover.PermissionDecision{Behavior: drover.Deny, Message: "denied: no answer within 5m0s"}, By: drover.ByDeadline,
+			AskedAt: asked.UnixMilli(), AnsweredAt: answered.UnixMilli()}),
+	}
+	if err := s.AppendEvents(ctx, evs); err != nil {
+		t.Fatal(err)
+	}
+	f := store.Finish{RunID: "r1", Status: store.StatusCompleted, DoneStatus: drover.StatusSuccess, EndedAt: at(time.Minute),
+		Messages: []store.Message{{RunID: "r1", Index: 0, Role: "user", Content: "build it"}, {RunID: "r1", Index: 1, Seq: 4}, {RunID: "r1", Index: 2, Seq: 5}},
+		ToolCalls: []store.ToolCall{
+			{RunID: "r1", Seq: 1, ResultSeq: 4, PermissionSeq: 3},
+			{RunID: "r1", PermissionSeq: 6, ID: "tu-2", Name: "Bash", Input: json.RawMessage(`{"command":"rm -rf build"}`),
+				Status: drover.ToolDenied, StartedAt: asked},
+		},
+	}
+	if err := s.FinishRun(ctx, f); err != nil {
+		t.Fatalf("FinishRun: %v", err)
+	}
+	ms, err := s.Messages(ctx, "r1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ms) != 3 || ms[2].Role != "user" || ms[2].Content != "also run the linter" || ms[2].Seq != 5 {
+		t.Fatalf("messages %+v: want the steering message as a user message", ms)
+	}
+	tcs, err := s.ToolCalls(ctx, "r1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []store.ToolCall{
+		{RunID: "r1", Seq: 1, ResultSeq: 4, PermissionSeq: 3, ID: "tu-1", Name: "Bash", Input: json.RawMessage(`{"command":"make"}`),
+			Status: drover.ToolSuccess, Output: "ok", StartedAt: at(time.Second), EndedAt: at(4 * time.Second),
+			Permission: &store.ToolPermission{RequestID: "q1", Behavior: drover.Allow, Always: true, By: drover.ByClient, Detail: "dashboard",
+				AskedAt: asked, AnsweredAt: answered}},
+		{RunID: "r1", PermissionSeq: 6, ID: "tu-2", Name: "Bash", Input: json.RawMessage(`{"command":"rm -rf build"}`),
+			Status: drover.ToolDenied, StartedAt: asked,
+			Permission: &store.ToolPermission{RequestID: "q2", Behavior: drover.Deny, Message: "denied: no answer within 5m0s",
+				By: drover.ByDeadline, AskedAt: asked, AnsweredAt: answered}},
+	}
+	if diff := cmp.Diff(want, tcs, opts); diff != "" {
+		t.Errorf("ToolCalls (-want +got):\n%s", diff)
+	}
+	// A permission reference to an event of another type fails the read.
+	mustCreate(t, s, newRun("r2", at(0)))
+	if err := s.AppendEvents(ctx, refEvents(t, "r2")); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.FinishRun(ctx, store.Finish{RunID: "r2", Status: store.StatusCompleted, EndedAt: at(time.Minute),
+		ToolCalls: []store.ToolCall{{RunID: "r2", Seq: 2, PermissionSeq: 1}}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.ToolCalls(ctx, "r2"); err == nil {
+		t.Fatal("a permission reference to a text event read back")
+	}
+}
