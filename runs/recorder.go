@@ -173,6 +173,9 @@ func (r *recorder) reason(res *drover.Result) string {
 	}
 	switch res.Status {
 	case drover.StatusInterrupted:
+		if r.a.ctx.Err() == nil {
+			return store.ReasonInterrupted // its turn, not the run, was ended (CTL-3)
+		}
 		if cause := context.Cause(r.a.ctx); cause != nil && cause != context.Canceled {
 			return cause.Error()
 		}

@@ -112,6 +112,7 @@ type active struct {
 	done     chan struct{} // closed once the ledger has its end
 	parent   *active
 	children map[string]*active // guarded by Supervisor.mu
+	control  *drover.Control    // answers, steering, interrupts (CTL-1, CTL-3)
 
 	notify signal // fired whenever an event of the run is persisted
 }
@@ -188,7 +189,7 @@ func New(ctx context.Context, eng *drover.Engine, st store.Store, cfg Config) (*
 	// Runs must outlive the request that started them, so their context
 	// derives from the supervisor's own, which Close cancels.
 	s.ctx, s.close = context.WithCancel(context.WithoutCancel(ctx))
-	s.wg.Go(s.pollCancels)
+	s.wg.Go(s.pollOwned)
 	return s, nil
 }
 
@@ -263,7 +264,10 @@ func (s *Supervisor) Start(ctx context.Context, req StartRequest) (Started, erro
 	// its end can say "parent ended" rather than the parent's own reason;
 	// cancelTreeLocked and execute cascade explicitly.
 	a := &active{id: id, req: req, done: make(chan struct{}), parent: parent,
-		children: map[string]*active{}}
+		children: map[string]*active{}, control: req.Options.Control}
+	if a.control == nil {
+		a.control = drover.NewControl()
+	}
 	a.ctx, a.cancel = context.WithCancelCause(s.ctx)
 	if parent != nil {
 		parent.children[id] = a
@@ -393,6 +397,7 @@ func (s *Supervisor) execute(a *active) {
 	if a.ctx.Err() == nil {
 		opts := a.req.Options
 		opts.ProcessObserver = rec.processStarted
+		opts.Control = a.control
 		events, err := s.eng.Run(a.ctx, a.req.Agent, a.req.Prompt, opts)
 		if err != nil {
 			for _, ev := range failEvents(a, err) {
@@ -456,9 +461,10 @@ func (s *Supervisor) Cancel(ctx context.Context, id string) error {
 	return nil
 }
 
-// pollCancels applies cancellations requested in the ledger by other
-// processes to the runs this supervisor owns.
-func (s *Supervisor) pollCancels() {
+// pollOwned applies what other processes asked of the runs this supervisor
+// owns through the ledger: cancellations, and answers, steering messages
+// and interrupts (CTL-3: from any process).
+func (s *Supervisor) pollOwned() {
 	t := time.NewTicker(s.cfg.Poll)
 	defer t.Stop()
 	for {
@@ -478,6 +484,7 @@ func (s *Supervisor) pollCancels() {
 				_ = s.Cancel(s.ctx, id)
 			}
 		}
+		s.applyControls(ids)
 	}
 }
 

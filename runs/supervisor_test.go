@@ -31,12 +31,16 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // agent is a func-field adapter: the thin seam these tests need.
 type agent struct {
-	id  string
-	run func(ctx context.Context, req drover.Request, yield func(drover.Event, error) bool)
+	id   string
+	run  func(ctx context.Context, req drover.Request, yield func(drover.Event, error) bool)
+	caps *drover.Capabilities // nil: every tier, resume and fork
 }
 
 func (a *agent) ID() string { return a.id }
 func (a *agent) Capabilities() drover.Capabilities {
+	if a.caps != nil {
+		return *a.caps
+	}
 	return drover.Capabilities{Tiers: drover.Tiers(), Resume: true, Fork: true}
 }
 func (a *agent) Available(context.Context) drover.Availability {

@@ -15,7 +15,9 @@ import (
 // a run copies no text or tool output (store.Message.Seq). It follows
 // drover.Collect: a text is an assistant message; a tool_result is a tool
 // message and ends the latest call with its tool use id, or is a call of
-// its own when no tool_use announced it.
+// its own when no tool_use announced it. A steering message is a user
+// message; a permission answer is part of its call (a call of its own when
+// no tool_use announced it).
 //
 // Only error and done events are kept (for drover.Collect, whose status,
 // usage and error come from those alone), so a run does not hold all its
@@ -23,14 +25,18 @@ import (
 type turn struct {
 	msgs    []int64 // seqs of the messages after the prompt
 	calls   []callSeqs
-	orphans map[int]store.ToolCall // calls known only from their result, by index in calls
-	open    map[string]int         // tool use id → index in calls
-	ends    []drover.Event         // error and done events
+	orphans map[int]store.ToolCall                     // calls known only from their result or answer, by index in calls
+	open    map[string]int                             // tool use id → index in calls
+	asked   map[string]drover.PermissionRequestPayload // permission requests by tool use id
+	ends    []drover.Event                             // error and done events
 }
 
-// callSeqs are the seqs of a tool call's tool_use and tool_result events
-// (0 when none).
-type callSeqs struct{ use, result int64 }
+// callSeqs are the seqs of a tool call's tool_use, tool_result and
+// drover:permission_answer events (0 when none).
+type callSeqs struct {
+	use, result, perm int64
+	denied            bool // its permission request was denied
+}
 
 func (t *turn) add(ev drover.Event) {
 	switch p := ev.Payload.(type) {
@@ -44,25 +50,47 @@ func (t *turn) add(ev drover.Event) {
 		t.calls = append(t.calls, callSeqs{use: ev.Seq})
 	case drover.ToolResultPayload:
 		t.msgs = append(t.msgs, ev.Seq)
-		i, ok := t.open[p.ToolUseID]
-		if !ok {
-			if t.open == nil {
-				t.open = map[string]int{}
-			}
-			if t.orphans == nil {
-				t.orphans = map[int]store.ToolCall{}
-			}
-			i = len(t.calls)
-			t.open[p.ToolUseID] = i
-			// Input "null", as encoding the call's absent input gives.
-			t.orphans[i] = store.ToolCall{ID: p.ToolUseID, Name: p.ToolName, Input: json.RawMessage("null"),
-				StartedAt: time.UnixMilli(ev.Timestamp)}
-			t.calls = append(t.calls, callSeqs{})
+		t.calls[t.call(p.ToolUseID, p.ToolName, ev)].result = ev.Seq
+	case drover.SteerPayload:
+		t.msgs = append(t.msgs, ev.Seq)
+	case drover.PermissionRequestPayload:
+		if t.asked == nil {
+			t.asked = map[string]drover.PermissionRequestPayload{}
 		}
-		t.calls[i].result = ev.Seq
+		t.asked[p.ToolUseID] = p
+	case drover.PermissionAnswerPayload:
+		i := t.call(p.ToolUseID, p.ToolName, ev)
+		t.calls[i].perm, t.calls[i].denied = ev.Seq, p.Behavior == drover.Deny
 	case drover.ErrorPayload, drover.DonePayload:
 		t.ends = append(t.ends, ev)
 	}
+}
+
+// call returns the index of the latest call with toolUseID, making one
+// known only from ev (a result or an answer) when no tool_use announced it.
+func (t *turn) call(toolUseID, name string, ev drover.Event) int {
+	if i, ok := t.open[toolUseID]; ok {
+		return i
+	}
+	if t.open == nil {
+		t.open = map[string]int{}
+	}
+	if t.orphans == nil {
+		t.orphans = map[int]store.ToolCall{}
+	}
+	i := len(t.calls)
+	t.open[toolUseID] = i
+	// Input "null", as encoding the call's absent input gives, unless the
+	// call's permission request showed it.
+	input := json.RawMessage("null")
+	if req, ok := t.asked[toolUseID]; ok {
+		if b, err := json.Marshal(req.Input); err == nil {
+			input = b
+		}
+	}
+	t.orphans[i] = store.ToolCall{ID: toolUseID, Name: name, Input: input, StartedAt: time.UnixMilli(ev.Timestamp)}
+	t.calls = append(t.calls, callSeqs{})
+	return i
 }
 
 // result is drover.Collect's view of the run's end (status, usage, error).
@@ -86,13 +114,19 @@ func (t *turn) record(runID, prompt string, durable int64) ([]store.Message, []s
 		if cs.use > durable {
 			continue
 		}
-		c := t.orphans[i] // zero but for a call known only from its result
-		c.RunID, c.Seq, c.ResultSeq = runID, cs.use, cs.result
+		c := t.orphans[i] // zero but for a call known only from its result or answer
+		c.RunID, c.Seq, c.ResultSeq, c.PermissionSeq = runID, cs.use, cs.result, cs.perm
 		if c.ResultSeq > durable {
 			c.ResultSeq = 0
 		}
-		if c.Seq == 0 && c.ResultSeq == 0 {
-			continue // known only from a result the ledger lacks
+		if c.ResultSeq == 0 && cs.denied {
+			c.Status = drover.ToolDenied // denied before it ran: no result may follow
+		}
+		if c.PermissionSeq > durable {
+			c.PermissionSeq = 0
+		}
+		if c.Seq == 0 && c.ResultSeq == 0 && c.PermissionSeq == 0 {
+			continue // known only from events the ledger lacks
 		}
 		calls = append(calls, c)
 	}

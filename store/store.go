@@ -43,6 +43,9 @@ const (
 	ReasonCancelled     = "cancelled"
 	ReasonParentEnded   = "parent ended"
 	ReasonEngineRestart = "engine restart"
+	// ReasonInterrupted: the run's turn was interrupted (CTL-3); its
+	// session can be continued.
+	ReasonInterrupted = "interrupted"
 )
 
 // Run is one agent run as the ledger records it.
