@@ -243,6 +243,22 @@ func (c *Client) Cancel(ctx context.Context, id string) error {
 	return c.do(ctx, OpCancel, RunIDParams{RunID: id}, nil)
 }
 
+// Respond answers a run's permission request (CTL-1); see Server.Respond
+// for the errors (a *Error).
+func (c *Client) Respond(ctx context.Context, p RespondParams) error {
+	return c.do(ctx, OpRespond, p, nil)
+}
+
+// Steer sends a user message into a live run (CTL-3).
+func (c *Client) Steer(ctx context.Context, p SteerParams) error {
+	return c.do(ctx, OpSteer, p, nil)
+}
+
+// Interrupt ends a live run's current turn, keeping its session (CTL-3).
+func (c *Client) Interrupt(ctx context.Context, p InterruptParams) error {
+	return c.do(ctx, OpInterrupt, p, nil)
+}
+
 // Get returns a run (with children and turn record) or, with
 // p.SessionID, a session and its runs.
 func (c *Client) Get(ctx context.Context, p GetParams) (*GetResult, error) {

@@ -151,10 +151,7 @@ func (c *Conn) Handle(line []byte) {
 	delete(fields, "op")
 	h, ok := ops[op]
 	if !ok {
-		msg := fmt.Sprintf("unknown op %q (want run, await, cancel, get, list, events, subscribe or unsubscribe)", op)
-		if op == "respond" || op == "steer" {
-			msg = fmt.Sprintf("op %q is not supported yet", op)
-		}
+		msg := fmt.Sprintf("unknown op %q (want run, await, cancel, get, list, events, subscribe, unsubscribe, respond, steer or interrupt)", op)
 		c.handleSync(id, &Error{Code: CodeInvalidRequest, Message: msg})
 		return
 	}
@@ -263,6 +260,9 @@ func init() {
 		OpEvents:      op((*Server).Events),
 		OpSubscribe:   (*Conn).subscribe,
 		OpUnsubscribe: (*Conn).unsubscribe,
+		OpRespond:     op((*Server).Respond),
+		OpSteer:       op((*Server).Steer),
+		OpInterrupt:   op((*Server).Interrupt),
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/drover-run/drover"
+	"github.com/drover-run/drover/internal/agenttest"
 	"github.com/drover-run/drover/protocol"
 	"github.com/drover-run/drover/runs"
 	"github.com/drover-run/drover/store"
@@ -94,6 +95,9 @@ func newFixture(t testing.TB, cfg protocol.Config) *fixture {
 		if err := reg.Register(a); err != nil {
 			t.Fatal(err)
 		}
+	}
+	if err := reg.Register(agenttest.Asker(true)); err != nil {
+		t.Fatal(err)
 	}
 	sup, err := runs.New(context.Background(), drover.NewEngine(reg), st, runs.Config{Poll: 20 * time.Millisecond})
 	if err != nil {

@@ -42,6 +42,10 @@ const (
 	// CodeBoundaryViolation is reserved for the substrate engine's
 	// boundaries (DESIGN.md §5b); no op returns it yet.
 	CodeBoundaryViolation = "BOUNDARY_VIOLATION"
+	// CodeConflict: the request does not apply to the run as it is now: a
+	// permission request that already has its answer (the first wins), a
+	// run that is not running (not started yet, or ended).
+	CodeConflict = "CONFLICT"
 	// CodeInternal: drover failed to answer (e.g. the ledger could not be
 	// read). Not in DESIGN.md's list; the request may be retried.
 	CodeInternal = "INTERNAL_ERROR"
@@ -57,6 +61,9 @@ const (
 	OpEvents      = "events"
 	OpSubscribe   = "subscribe"
 	OpUnsubscribe = "unsubscribe"
+	OpRespond     = "respond"
+	OpSteer       = "steer"
+	OpInterrupt   = "interrupt"
 )
 
 // Error is a failed request's error, as sent in a response. Client methods
@@ -81,8 +88,12 @@ func toError(err error) *Error {
 	}
 	var de *drover.Error
 	switch {
-	case errors.Is(err, store.ErrNotFound):
+	case errors.Is(err, store.ErrNotFound), errors.Is(err, drover.ErrRequestNotFound):
 		return &Error{Code: CodeNotFound, Message: err.Error()}
+	case errors.Is(err, drover.ErrAlreadyAnswered), errors.Is(err, drover.ErrNotLive):
+		return &Error{Code: CodeConflict, Message: err.Error()}
+	case errors.Is(err, drover.ErrNotSupported):
+		return &Error{Code: CodeValidation, Message: err.Error()}
 	case errors.Is(err, drover.ErrUnknownAgent):
 		return &Error{Code: CodeValidation, Message: err.Error()}
 	case errors.As(err, &de) && (de.Code == drover.CodeValidation || de.Code == drover.CodeUnsupportedOption || de.Code == drover.CodeUnknownAgent):
@@ -127,6 +138,32 @@ type RunIDParams struct {
 	RunID string `json:"runId"`
 }
 
+// RespondParams are the fields of "respond": the answer to a run's
+// permission request (CTL-1).
+type RespondParams struct {
+	RunID     string `json:"runId"`
+	RequestID string `json:"requestId"`
+	drover.PermissionDecision
+	// By names who answers, recorded with the answer; default "protocol"
+	// (stdio) or "http".
+	By string `json:"by,omitempty"`
+}
+
+// SteerParams are the fields of "steer": a user message into a live run
+// (CTL-3).
+type SteerParams struct {
+	RunID   string `json:"runId"`
+	Message string `json:"message"`
+	By      string `json:"by,omitempty"`
+}
+
+// InterruptParams are the fields of "interrupt": end the run's current
+// turn, keeping its session (CTL-3).
+type InterruptParams struct {
+	RunID string `json:"runId"`
+	By    string `json:"by,omitempty"`
+}
+
 // GetParams are the fields of "get": a run id or a session id.
 type GetParams struct {
 	RunID     string `json:"runId,omitempty"`
@@ -140,6 +177,8 @@ type GetResult struct {
 	Children  []store.Run      `json:"children,omitempty"`
 	Messages  []store.Message  `json:"messages,omitempty"`
 	ToolCalls []store.ToolCall `json:"toolCalls,omitempty"`
+	// Pending are the run's permission requests waiting for an answer.
+	Pending []drover.PermissionRequestPayload `json:"pending,omitempty"`
 	Session   *store.Session   `json:"session,omitempty"`
 	Runs      []store.Run      `json:"runs,omitempty"`
 }

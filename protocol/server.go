@@ -37,6 +37,9 @@ type Config struct {
 	// started ("drover serve --fakemodel" points every run at its model
 	// server this way). It must only add to what the client asked for.
 	Defaults func(*drover.Options)
+	// Client names the transport in what it records of its clients' answers
+	// and steering when a client names nobody; "" means "protocol".
+	Client string
 	// Logger receives what the server cannot tell a client: failed ledger
 	// reads of a subscription (retried), requests that failed inside
 	// drover. nil means none (quiet).
@@ -69,6 +72,9 @@ func NewServer(sup *runs.Supervisor, cfg Config) *Server {
 	}
 	if cfg.ShutdownGrace <= 0 {
 		cfg.ShutdownGrace = 2 * time.Second
+	}
+	if cfg.Client == "" {
+		cfg.Client = "protocol"
 	}
 	log := cfg.Logger
 	if log == nil {
@@ -144,6 +150,54 @@ func (s *Server) Cancel(ctx context.Context, p RunIDParams) (struct{}, error) {
 	return struct{}{}, nil
 }
 
+// Respond answers a run's permission request (CTL-1): NOT_FOUND for an
+// unknown run or request, CONFLICT when it already has its answer or the
+// run is not running, VALIDATION_ERROR for a behavior other than allow or
+// deny. An answer to a run another drover process owns is accepted once
+// checked and applied by its owner within its poll interval.
+func (s *Server) Respond(ctx context.Context, p RespondParams) (struct{}, error) {
+	if p.RunID == "" || p.RequestID == "" {
+		return struct{}{}, errorf(CodeInvalidRequest, "respond needs runId and requestId")
+	}
+	if err := s.sup.Respond(ctx, p.RunID, p.RequestID, p.PermissionDecision, by(p.By, s.cfg.Client)); err != nil {
+		return struct{}{}, toError(err)
+	}
+	return struct{}{}, nil
+}
+
+// Steer sends a user message into a live run (CTL-3): NOT_FOUND for an
+// unknown run, CONFLICT when it is not running, VALIDATION_ERROR for an
+// empty message or an agent that takes none while it runs.
+func (s *Server) Steer(ctx context.Context, p SteerParams) (struct{}, error) {
+	if p.RunID == "" {
+		return struct{}{}, errorf(CodeInvalidRequest, "steer needs runId and message")
+	}
+	if err := s.sup.Steer(ctx, p.RunID, p.Message, by(p.By, s.cfg.Client)); err != nil {
+		return struct{}{}, toError(err)
+	}
+	return struct{}{}, nil
+}
+
+// Interrupt ends a live run's current turn and keeps its session (CTL-3):
+// the run ends done{interrupted} with a resume token. Errors as Steer.
+func (s *Server) Interrupt(ctx context.Context, p InterruptParams) (struct{}, error) {
+	if p.RunID == "" {
+		return struct{}{}, errorf(CodeInvalidRequest, "interrupt needs runId")
+	}
+	if err := s.sup.Interrupt(ctx, p.RunID, by(p.By, s.cfg.Client)); err != nil {
+		return struct{}{}, toError(err)
+	}
+	return struct{}{}, nil
+}
+
+// by is who a client says it is, else the transport's name.
+func by(client, transport string) string {
+	if client != "" {
+		return client
+	}
+	return transport
+}
+
 // Get returns one run with its children and turn record, or one session
 // with its runs (newest first). Unknown ids are NOT_FOUND.
 func (s *Server) Get(ctx context.Context, p GetParams) (*GetResult, error) {
@@ -173,6 +227,9 @@ func (s *Server) Get(ctx context.Context, p GetParams) (*GetResult, error) {
 		return nil, toError(err)
 	}
 	if res.ToolCalls, err = s.st.ToolCalls(ctx, r.ID); err != nil {
+		return nil, toError(err)
+	}
+	if res.Pending, err = s.sup.Pending(ctx, r.ID); err != nil {
 		return nil, toError(err)
 	}
 	return res, nil

@@ -9,56 +9,15 @@ import (
 	"time"
 
 	"github.com/drover-run/drover"
+	"github.com/drover-run/drover/internal/agenttest"
 	"github.com/drover-run/drover/runs"
 	"github.com/drover-run/drover/store"
 )
 
-// asker is an interactive fake agent: it runs a tool call that needs
-// approval ("make"), passes every live input on and records it, reports
-// the call's result as the answer says, and ends when told to by a steer
-// "stop", or at an interrupt.
+// asker is agenttest.Asker as this package's fake agent.
 func asker(steerable bool) *agent {
-	a := &agent{id: "asker", run: func(ctx context.Context, req drover.Request, y func(drover.Event, error) bool) {
-		if !y(drover.Event{Type: drover.TypeToolUse, Payload: drover.ToolUsePayload{ToolName: "Bash", ToolUseID: "tu1",
-			Input: map[string]any{"command": "make"}}}, nil) {
-			return
-		}
-		if !y(drover.Event{Type: drover.TypePermissionRequest, Payload: drover.PermissionRequestPayload{RequestID: "q1",
-			ToolName: "Bash", ToolUseID: "tu1", Input: map[string]any{"command": "make"}}}, nil) {
-			return
-		}
-		if req.Live == nil {
-			<-ctx.Done()
-			return
-		}
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-req.Live.Ready():
-			}
-			for _, in := range req.Live.Take() {
-				if !y(in.Event(), nil) {
-					return
-				}
-				switch {
-				case in.Answer != nil:
-					st := drover.ToolDenied
-					if in.Answer.Behavior == drover.Allow {
-						st = drover.ToolSuccess
-					}
-					y(drover.Event{Type: drover.TypeToolResult, Payload: drover.ToolResultPayload{ToolUseID: "tu1", ToolName: "Bash", Status: st}}, nil)
-				case in.Steer != nil && in.Steer.Message == "stop":
-					y(done("tok"), nil)
-					return
-				case in.Interrupt != nil:
-					y(drover.Event{Type: drover.TypeDone, Payload: drover.DonePayload{Status: drover.StatusInterrupted, ResumeToken: "tok"}}, nil)
-					return
-				}
-			}
-		}
-	}}
-	return &agent{id: a.id, run: a.run, caps: &drover.Capabilities{Tiers: drover.Tiers(), Permissions: true, Steer: steerable, Interrupt: steerable}}
+	a := agenttest.Asker(steerable)
+	return &agent{id: a.Name, run: a.Fn, caps: a.Caps}
 }
 
 // waitFor polls cond until it holds.

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/drover-run/drover"
+	"github.com/drover-run/drover/internal/agenttest"
 	"github.com/drover-run/drover/protocol"
 	"github.com/drover-run/drover/runs"
 	"github.com/drover-run/drover/server"
@@ -150,6 +151,9 @@ func newFixture(t testing.TB, cfg server.Config) *fixture {
 		if err := reg.Register(a); err != nil {
 			t.Fatal(err)
 		}
+	}
+	if err := reg.Register(agenttest.Asker(true)); err != nil {
+		t.Fatal(err)
 	}
 	sup, err := runs.New(context.Background(), drover.NewEngine(reg), st, runs.Config{Poll: 20 * time.Millisecond})
 	if err != nil {

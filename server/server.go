@@ -14,6 +14,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -120,6 +121,9 @@ func (s *Server) routes() {
 	m.HandleFunc("GET /v1/runs", s.handleList)
 	m.HandleFunc("GET /v1/runs/{id}", s.handleGet)
 	m.HandleFunc("POST /v1/runs/{id}/cancel", s.handleCancel)
+	m.HandleFunc("POST /v1/runs/{id}/respond", s.handleRespond)
+	m.HandleFunc("POST /v1/runs/{id}/steer", s.handleSteer)
+	m.HandleFunc("POST /v1/runs/{id}/interrupt", s.handleInterrupt)
 	m.HandleFunc("GET /v1/runs/{id}/await", s.handleAwait)
 	m.HandleFunc("GET /v1/runs/{id}/events", s.handleEvents)
 	m.HandleFunc("GET /v1/runs/{id}/stream", s.handleStream)
@@ -220,6 +224,8 @@ func Status(code string) int {
 		return http.StatusBadRequest
 	case protocol.CodeNotFound:
 		return http.StatusNotFound
+	case protocol.CodeConflict:
+		return http.StatusConflict
 	case CodeUnauthorized:
 		return http.StatusUnauthorized
 	case CodeForbidden:
@@ -248,21 +254,8 @@ func invalid(format string, a ...any) error {
 
 // handleRun: POST /v1/runs, body RunParams → 201 RunResult.
 func (s *Server) handleRun(w http.ResponseWriter, r *http.Request) {
-	r.Body = http.MaxBytesReader(w, r.Body, s.cfg.MaxBody)
-	dec := json.NewDecoder(r.Body)
-	dec.DisallowUnknownFields()
-	var p protocol.RunParams
-	if err := dec.Decode(&p); err != nil {
-		var mb *http.MaxBytesError
-		if errors.As(err, &mb) {
-			writeError(w, http.StatusRequestEntityTooLarge, CodeTooLarge, fmt.Sprintf("request body larger than %d bytes", mb.Limit))
-			return
-		}
-		s.writeErr(w, invalid("body is not a run request: %v", err))
-		return
-	}
-	if dec.More() {
-		s.writeErr(w, invalid("body has more than one JSON value"))
+	p, ok := decodeBody[protocol.RunParams](s, w, r, "a run request", false)
+	if !ok {
 		return
 	}
 	// The run outlives the request: a client that goes away after asking
@@ -274,6 +267,86 @@ func (s *Server) handleRun(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Location", "/v1/runs/"+res.RunID)
 	writeJSON(w, http.StatusCreated, res)
+}
+
+// decodeBody reads r's body as one JSON value of T, strictly (unknown
+// fields refused), within MaxBody; an empty body is T's zero value when
+// optional. On failure it has answered the request and returns false.
+func decodeBody[T any](s *Server, w http.ResponseWriter, r *http.Request, what string, optional bool) (T, bool) {
+	var p T
+	r.Body = http.MaxBytesReader(w, r.Body, s.cfg.MaxBody)
+	dec := json.NewDecoder(r.Body)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&p); err != nil {
+		var mb *http.MaxBytesError
+		switch {
+		case errors.Is(err, io.EOF) && optional:
+			return p, true
+		case errors.As(err, &mb):
+			writeError(w, http.StatusRequestEntityTooLarge, CodeTooLarge, fmt.Sprintf("request body larger than %d bytes", mb.Limit))
+		default:
+			s.writeErr(w, invalid("body is not %s: %v", what, err))
+		}
+		return p, false
+	}
+	if dec.More() {
+		s.writeErr(w, invalid("body has more than one JSON value"))
+		return p, false
+	}
+	return p, true
+}
+
+// handleRespond: POST /v1/runs/{id}/respond answers a permission request
+// (CTL-1); the body is the respond op's fields but runId.
+func (s *Server) handleRespond(w http.ResponseWriter, r *http.Request) {
+	p, ok := decodeBody[protocol.RespondParams](s, w, r, "an answer {requestId, behavior, …}", false)
+	if !ok {
+		return
+	}
+	p.RunID, p.By = r.PathValue("id"), byHTTP(p.By)
+	res, err := s.ps.Respond(context.WithoutCancel(r.Context()), p)
+	s.reply(w, res, err)
+}
+
+// handleSteer: POST /v1/runs/{id}/steer sends {message} into the live run
+// (CTL-3).
+func (s *Server) handleSteer(w http.ResponseWriter, r *http.Request) {
+	p, ok := decodeBody[protocol.SteerParams](s, w, r, "a steering message {message}", false)
+	if !ok {
+		return
+	}
+	p.RunID, p.By = r.PathValue("id"), byHTTP(p.By)
+	res, err := s.ps.Steer(context.WithoutCancel(r.Context()), p)
+	s.reply(w, res, err)
+}
+
+// handleInterrupt: POST /v1/runs/{id}/interrupt ends the run's current
+// turn, keeping its session (CTL-3); the body ({by}) is optional.
+func (s *Server) handleInterrupt(w http.ResponseWriter, r *http.Request) {
+	p, ok := decodeBody[protocol.InterruptParams](s, w, r, "{by}", true)
+	if !ok {
+		return
+	}
+	p.RunID, p.By = r.PathValue("id"), byHTTP(p.By)
+	res, err := s.ps.Interrupt(context.WithoutCancel(r.Context()), p)
+	s.reply(w, res, err)
+}
+
+// byHTTP is who a client of the HTTP API says it is, else "http".
+func byHTTP(by string) string {
+	if by == "" {
+		return "http"
+	}
+	return by
+}
+
+// reply answers with res (200) or err.
+func (s *Server) reply(w http.ResponseWriter, res any, err error) {
+	if err != nil {
+		s.writeErr(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, res)
 }
 
 // handleList: GET /v1/runs?status=&agent=&session=&parent=&since=&limit=.

@@ -1,0 +1,97 @@
+// Package agenttest holds fake adapters for the tests of the packages
+// above the engine (runs, protocol, server, the CLI): func-field adapters
+// are the thin seam those tests need; vendor adapters are proven against
+// the real CLIs instead.
+package agenttest
+
+import (
+	"context"
+	"iter"
+
+	"github.com/drover-run/drover"
+)
+
+// Agent is an adapter whose Run is a function.
+type Agent struct {
+	// Name is its id.
+	Name string
+	// Caps are its capabilities; nil means every tier and resume.
+	Caps *drover.Capabilities
+	// Fn is its run: it yields the run's events.
+	Fn func(ctx context.Context, req drover.Request, yield func(drover.Event, error) bool)
+}
+
+var _ drover.Adapter = (*Agent)(nil)
+
+// ID returns Name.
+func (a *Agent) ID() string { return a.Name }
+
+// Capabilities returns Caps, or every tier and resume.
+func (a *Agent) Capabilities() drover.Capabilities {
+	if a.Caps != nil {
+		return *a.Caps
+	}
+	return drover.Capabilities{Tiers: drover.Tiers(), Resume: true}
+}
+
+// Available reports it installed.
+func (a *Agent) Available(context.Context) drover.Availability {
+	return drover.Availability{Installed: true}
+}
+
+// Run runs Fn.
+func (a *Agent) Run(ctx context.Context, req drover.Request) iter.Seq2[drover.Event, error] {
+	return func(yield func(drover.Event, error) bool) { a.Fn(ctx, req, yield) }
+}
+
+// Asker is an interactive agent named "asker": it asks to run the shell
+// command "make" (tool use id "tu1", permission request "q1"), passes every
+// live input on and yields its event, reports the call's result as the
+// answer says (success or denied), and ends when a steering message says
+// "stop" (done, success, resume token "tok"), at an interrupt (done,
+// interrupted, "tok"), or when cancelled. With steerable false its
+// capabilities have Permissions only.
+func Asker(steerable bool) *Agent {
+	return &Agent{Name: "asker",
+		Caps: &drover.Capabilities{Tiers: drover.Tiers(), Resume: true, Permissions: true, Steer: steerable, Interrupt: steerable},
+		Fn: func(ctx context.Context, req drover.Request, y func(drover.Event, error) bool) {
+			input := map[string]any{"command": "make"}
+			if !y(drover.Event{Type: drover.TypeToolUse, Payload: drover.ToolUsePayload{ToolName: "Bash", ToolUseID: "tu1", Input: input}}, nil) ||
+				!y(drover.Event{Type: drover.TypePermissionRequest, Payload: drover.PermissionRequestPayload{RequestID: "q1",
+					ToolName: "Bash", ToolUseID: "tu1", Input: input}}, nil) {
+				return
+			}
+			if req.Live == nil {
+				<-ctx.Done()
+				return
+			}
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-req.Live.Ready():
+				}
+				for _, in := range req.Live.Take() {
+					if !y(in.Event(), nil) {
+						return
+					}
+					switch {
+					case in.Answer != nil:
+						st := drover.ToolDenied
+						if in.Answer.Behavior == drover.Allow {
+							st = drover.ToolSuccess
+						}
+						if !y(drover.Event{Type: drover.TypeToolResult, Payload: drover.ToolResultPayload{ToolUseID: "tu1", ToolName: "Bash", Status: st}}, nil) {
+							return
+						}
+					case in.Steer != nil && in.Steer.Message == "stop":
+						y(drover.Event{Type: drover.TypeDone, Payload: drover.DonePayload{Status: drover.StatusSuccess, ResumeToken: "tok"}}, nil)
+						return
+					case in.Interrupt != nil:
+						y(drover.Event{Type: drover.TypeDone, Payload: drover.DonePayload{Status: drover.StatusInterrupted, ResumeToken: "tok"}}, nil)
+						return
+					}
+				}
+			}
+		}}
+}
