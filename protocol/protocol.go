@@ -179,8 +179,8 @@ type GetResult struct {
 	ToolCalls []store.ToolCall `json:"toolCalls,omitempty"`
 	// Pending are the run's permission requests waiting for an answer.
 	Pending []drover.PermissionRequestPayload `json:"pending,omitempty"`
-	Session   *store.Session   `json:"session,omitempty"`
-	Runs      []store.Run      `json:"runs,omitempty"`
+	Session *store.Session                    `json:"session,omitempty"`
+	Runs    []store.Run                       `json:"runs,omitempty"`
 }
 
 // ListParams are the fields of "list"; zero fields do not filter.
