@@ -40,7 +40,7 @@ func (s *Supervisor) Respond(ctx context.Context, runID, requestID string, d dro
 	if _, err := s.remote(ctx, runID); err != nil {
 		return err
 	}
-	open, answered, err := s.requests(ctx, runID)
+	open, answered, err := requests(ctx, s.st, runID)
 	if err != nil {
 		return err
 	}
@@ -109,7 +109,14 @@ func (s *Supervisor) Pending(ctx context.Context, runID string) ([]drover.Permis
 	if r.Status.Terminal() {
 		return nil, nil
 	}
-	open, _, err := s.requests(ctx, runID)
+	return OpenRequests(ctx, s.st, runID)
+}
+
+// OpenRequests reads from the ledger run runID's permission requests that
+// have no answer, oldest first: what a process that does not own the run
+// can know of them.
+func OpenRequests(ctx context.Context, st store.Store, runID string) ([]drover.PermissionRequestPayload, error) {
+	open, _, err := requests(ctx, st, runID)
 	return open, err
 }
 
@@ -140,11 +147,11 @@ func (s *Supervisor) post(ctx context.Context, runID, kind string, payload json.
 
 // requests reads run runID's permission requests from the ledger: those
 // without an answer, oldest first, and the ids of those answered.
-func (s *Supervisor) requests(ctx context.Context, runID string) (open []drover.PermissionRequestPayload, answered map[string]bool, err error) {
+func requests(ctx context.Context, st store.Store, runID string) (open []drover.PermissionRequestPayload, answered map[string]bool, err error) {
 	answered = map[string]bool{}
 	var after int64
 	for {
-		evs, err := s.st.Events(ctx, runID, after, 1000)
+		evs, err := st.Events(ctx, runID, after, 1000)
 		if err != nil {
 			return nil, nil, err
 		}

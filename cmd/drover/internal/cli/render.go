@@ -62,15 +62,27 @@ func printStored(p printer, ev store.Event) error {
 		_, err := jp.w.Write(append(append([]byte(nil), ev.JSON...), '\n'))
 		return err
 	}
-	var d drover.Event
-	if err := json.Unmarshal(ev.JSON, &d); err != nil {
-		return fmt.Errorf("ledger event %s#%d: %w", ev.RunID, ev.Seq, err)
+	d, err := decodeStored(ev)
+	if err != nil {
+		return err
 	}
 	return p.print(d)
 }
 
+// decodeStored decodes a recorded event.
+func decodeStored(ev store.Event) (drover.Event, error) {
+	var d drover.Event
+	if err := json.Unmarshal(ev.JSON, &d); err != nil {
+		return d, fmt.Errorf("ledger event %s#%d: %w", ev.RunID, ev.Seq, err)
+	}
+	return d, nil
+}
+
 // isTerminal reports whether stream (stdin or stdout) is a terminal.
 func isTerminal(stream any) bool {
+	if sw, ok := stream.(*syncWriter); ok {
+		return isTerminal(sw.w)
+	}
 	f, ok := stream.(*os.File)
 	if !ok {
 		return false
@@ -100,6 +112,7 @@ type human struct {
 	multi   bool
 	partial bool
 	color   bool
+	asking  bool // an asker shows the permission requests
 	inDelta map[string]bool   // run printed text deltas not yet closed by its text
 	labels  map[string]string // run id → short label for interleaved output
 }
@@ -175,7 +188,23 @@ func (h *human) print(ev drover.Event) error {
 			return h.line(ev, h.paint("31", "  ✗ "+p.ToolName+": "+firstLine(p.Output, 80)))
 		}
 	case drover.PermissionRequestPayload:
-		return h.line(ev, h.paint("35", "  ? "+p.ToolName+" asks for approval"))
+		if h.asking {
+			return nil // the asker shows the question
+		}
+		return h.line(ev, h.paint("35", "  ? "+p.ToolName+" asks for approval: "+describeRequest(p)+" (drover approve|deny "+ev.RunID+" "+p.RequestID+")"))
+	case drover.PermissionAnswerPayload:
+		verb, c := "allowed", "32"
+		if p.Behavior == drover.Deny {
+			verb, c = "denied", "35"
+		}
+		if p.Always {
+			verb += " for the rest of the run"
+		}
+		return h.line(ev, h.paint(c, "  "+verb+" "+p.ToolName+" ("+answerSource(p)+")"))
+	case drover.SteerPayload:
+		return h.line(ev, h.paint("36", "  » "+firstLine(p.Message, 100)))
+	case drover.InterruptPayload:
+		return h.line(ev, h.paint("33", "  ‖ interrupted"))
 	case drover.ErrorPayload:
 		c := "31"
 		if p.Recoverable {

@@ -42,6 +42,10 @@ type runFlags struct {
 	db              string
 	session         string
 	fork            string
+	approvalTimeout time.Duration
+	allow, deny     []string
+	ask             bool
+	askSet          bool // --ask was given (else: ask when stdin is a terminal)
 }
 
 func newRunCmd(e *env) *cobra.Command {
@@ -57,7 +61,15 @@ usage error, 130 after SIGINT once every run has ended interrupted.`,
 		Example: `  drover run -a claude "explain main.go"
   drover run -a claude --tier dry-run --json "review this repo" > events.jsonl
   drover run --fakemodel -a claude "write hello.txt, then run ls"   # offline`,
-		RunE: func(cmd *cobra.Command, args []string) error { return runRun(cmd.Context(), e, f, args) },
+		RunE: func(cmd *cobra.Command, args []string) error {
+			f.askSet = cmd.Flags().Changed("ask")
+			if !cmd.Flags().Changed("approval-timeout") {
+				f.approvalTimeout = -1 // the default depends on whether drover asks here
+			} else if f.approvalTimeout < 0 {
+				return usagef("--approval-timeout must not be negative")
+			}
+			return runRun(cmd.Context(), e, f, args)
+		},
 	}
 	fl := cmd.Flags()
 	fl.StringArrayVarP(&f.agents, "agent", "a", nil, "agent id or alias (repeat to run several in parallel)")
@@ -80,6 +92,10 @@ usage error, 130 after SIGINT once every run has ended interrupted.`,
 	fl.IntVar(&f.apiRetries, "api-retries", -1, "cap the agent's own retries of failed model API calls")
 	fl.StringVar(&f.session, "session", "", "continue this drover session (see 'drover sessions'); the vendor's resume token is passed underneath")
 	fl.StringVar(&f.fork, "fork", "", "start a new session continuing from the end of this earlier run (vendors that can fork)")
+	fl.BoolVar(&f.ask, "ask", false, "ask here for approval of tool calls that need it: y, n [MESSAGE] or a(lways) on stdin (default when stdin is a terminal and --json is not given)")
+	fl.DurationVar(&f.approvalTimeout, "approval-timeout", 0, "how long a permission request waits for an answer (here, the dashboard, 'drover approve') before it is denied (default 5m when asking here, else 0: denied at once unless a rule allows it)")
+	fl.StringArrayVar(&f.allow, "allow", nil, "allow matching tool calls without asking: TOOL or TOOL(PATTERN), e.g. Read, 'Bash(git status*)' (repeatable)")
+	fl.StringArrayVar(&f.deny, "deny", nil, "deny matching tool calls without asking, e.g. 'Bash(rm *)' (repeatable; deny wins over allow)")
 	addDBFlag(cmd, &f.db)
 	fl.BoolVar(&f.fakemodel, "fakemodel", false, "run offline against drover's built-in scripted model server")
 	fl.StringVar(&f.fakeScript, "fakemodel-script", "", "script file for --fakemodel (default: the built-in demo script)")
@@ -105,10 +121,19 @@ func runRun(ctx context.Context, e *env, f *runFlags, args []string) error {
 	if err != nil {
 		return err
 	}
-	human := newHuman(e.stdout, len(specs) > 1, f.partial)
+	if plan.ask && f.approvalTimeout < 0 {
+		reg := builtin.Registry()
+		for i := range specs {
+			if a, ok := reg.Get(specs[i].Agent); ok && a.Capabilities().Permissions {
+				specs[i].Options.ApprovalTimeout = defaultAskTimeout
+			}
+		}
+	}
+	out := &syncWriter{w: e.stdout} // the printer's and the asker's
+	human := newHuman(out, len(specs) > 1, f.partial)
 	var p printer = human
 	if f.json {
-		p = &jsonPrinter{w: e.stdout}
+		p = &jsonPrinter{w: out}
 	}
 	return e.withLedger(ctx, f.db, max(len(specs), 8), func(sup *runs.Supervisor, st store.Store) error {
 		// Runs are cancelled explicitly when ctx ends (a signal), so that
@@ -147,10 +172,19 @@ func runRun(ctx context.Context, e *env, f *runFlags, args []string) error {
 		})
 		defer stop()
 
+		var ask *asker
+		if plan.ask {
+			human.asking = true
+			ask = newAsker(sup, e.stdin, out, human.labels, len(specs) > 1)
+			defer ask.stop()
+		}
 		var printErr error
 		for ev, err := range sup.FollowMany(bg, ids...) {
 			if err != nil {
 				return err
+			}
+			if ask != nil {
+				ask.seen(ev)
 			}
 			if printErr == nil {
 				if printErr = printStored(p, ev); printErr != nil {
@@ -182,6 +216,7 @@ type runPlan struct {
 	prompt string
 	opts   drover.Options // before fakemodel's defaults and the runs' own homes
 	fake   *offline       // nil without --fakemodel
+	ask    bool           // ask the person at the terminal for approvals
 }
 
 // planRun checks everything in how drover run was called that can be
@@ -226,6 +261,27 @@ func planRun(ctx context.Context, e *env, f *runFlags, args []string) (*runPlan,
 			return nil, usagef("--cwd %s is not a directory", opts.Cwd)
 		}
 	}
+	asking, err := f.asking(e)
+	if err != nil {
+		return nil, err
+	}
+	for _, r := range f.allow {
+		rule, err := drover.ParsePermissionRule("allow:" + r)
+		if err != nil {
+			return nil, usagef("--allow %s: %v", r, err)
+		}
+		opts.PermissionRules = append(opts.PermissionRules, rule)
+	}
+	for _, r := range f.deny {
+		rule, err := drover.ParsePermissionRule("deny:" + r)
+		if err != nil {
+			return nil, usagef("--deny %s: %v", r, err)
+		}
+		opts.PermissionRules = append(opts.PermissionRules, rule)
+	}
+	if f.approvalTimeout >= 0 {
+		opts.ApprovalTimeout = f.approvalTimeout
+	}
 	if err := opts.Validate(); err != nil {
 		return nil, usageError{err}
 	}
@@ -239,8 +295,17 @@ func planRun(ctx context.Context, e *env, f *runFlags, args []string) (*runPlan,
 	}
 	reg := builtin.Registry()
 	for _, a := range f.agents {
-		if _, ok := reg.Get(a); !ok {
+		ad, ok := reg.Get(a)
+		if !ok {
 			return nil, usagef("unknown agent %q (known: %s)", a, strings.Join(reg.List(), ", "))
+		}
+		if asking && f.approvalTimeout < 0 && ad.Capabilities().Permissions {
+			// Asked here by default: the check must see the timeout the run will have.
+			opts := opts
+			opts.ApprovalTimeout = defaultAskTimeout
+			if _, err := runs.Check(reg, runs.StartRequest{Agent: a, Prompt: prompt, Options: opts}, nil, nil); err != nil {
+				return nil, usagef("%s: %w", a, err)
+			}
 		}
 		// What the supervisor will refuse of each run, once drover has
 		// filled in what the flags imply. Only which options are set
@@ -261,7 +326,24 @@ func planRun(ctx context.Context, e *env, f *runFlags, args []string) (*runPlan,
 			return nil, usagef("%s: %w", a, err)
 		}
 	}
-	return &runPlan{prompt: prompt, opts: opts, fake: fake}, nil
+	return &runPlan{prompt: prompt, opts: opts, fake: fake, ask: asking}, nil
+}
+
+// defaultAskTimeout is how long a request waits when drover asks a person
+// at the terminal and --approval-timeout is not given.
+const defaultAskTimeout = 5 * time.Minute
+
+// asking decides whether drover run asks the person at the terminal to
+// answer permission requests: --ask, else when stdin is a terminal and the
+// output is the human view.
+func (f *runFlags) asking(e *env) (bool, error) {
+	if !f.askSet {
+		return isTerminal(e.stdin) && !f.json, nil
+	}
+	if f.ask && f.json {
+		return false, usagef("--ask asks on stdout, which --json keeps for events only")
+	}
+	return f.ask, nil
 }
 
 // findInLedger looks up the run to fork from and the session to continue,

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/drover-run/drover"
+	"github.com/drover-run/drover/runs"
 	"github.com/drover-run/drover/store"
 	"github.com/spf13/cobra"
 )
@@ -35,8 +37,15 @@ func newShowCmd(e *env) *cobra.Command {
 				if err != nil {
 					return err
 				}
+				var pending []drover.PermissionRequestPayload
+				if !r.Status.Terminal() {
+					if pending, err = runs.OpenRequests(ctx, st, r.ID); err != nil {
+						return err
+					}
+				}
 				if asJSON {
-					return json.NewEncoder(e.stdout).Encode(map[string]any{"run": r, "children": children, "messages": msgs, "toolCalls": calls})
+					return json.NewEncoder(e.stdout).Encode(map[string]any{"run": r, "children": children, "messages": msgs,
+						"toolCalls": calls, "pending": pending})
 				}
 				w := e.stdout
 				fmt.Fprintf(w, "run       %s\nagent     %s\nstatus    %s", r.ID, r.Agent, r.Status)
@@ -69,7 +78,17 @@ func newShowCmd(e *env) *cobra.Command {
 				if len(calls) > 0 {
 					fmt.Fprintln(w, "\ntool calls")
 					for _, c := range calls {
-						fmt.Fprintf(w, "  %s %s %s\n", c.Name, c.Status, firstLine(string(c.Input), 80))
+						fmt.Fprintf(w, "  %s %s %s", c.Name, c.Status, firstLine(string(c.Input), 80))
+						if p := c.Permission; p != nil {
+							fmt.Fprintf(w, " (%s by %s)", p.Behavior, answerSource(drover.PermissionAnswerPayload{By: p.By, Detail: p.Detail}))
+						}
+						fmt.Fprintln(w)
+					}
+				}
+				if len(pending) > 0 {
+					fmt.Fprintln(w, "\nwaiting for an answer (drover approve|deny RUN REQUEST)")
+					for _, p := range pending {
+						fmt.Fprintf(w, "  %s %s\n", p.RequestID, describeRequest(p))
 					}
 				}
 				return nil
@@ -77,6 +96,6 @@ func newShowCmd(e *env) *cobra.Command {
 		},
 	}
 	addDBFlag(cmd, &db)
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print the run, children, messages and tool calls as JSON")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the run, children, messages, tool calls and open permission requests as JSON")
 	return cmd
 }
