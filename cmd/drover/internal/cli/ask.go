@@ -86,7 +86,7 @@ func (a *asker) stop() {
 func (a *asker) loop(ctx context.Context, lines <-chan string) {
 	var queue []question
 	var cur *question
-	var typed []string         // lines typed ahead of their question (answers piped in with --ask)
+	var typed []string        // lines typed ahead of their question (answers piped in with --ask)
 	mine := map[string]bool{} // requests answered here: their answer needs no notice
 	// answer takes line as the answer to cur; a line typed ahead is shown
 	// after its question (a terminal already echoed a line typed at it).

@@ -112,7 +112,7 @@ type human struct {
 	multi   bool
 	partial bool
 	color   bool
-	asking  bool // an asker shows the permission requests
+	asking  bool              // an asker shows the permission requests
 	inDelta map[string]bool   // run printed text deltas not yet closed by its text
 	labels  map[string]string // run id → short label for interleaved output
 }
