@@ -4,9 +4,11 @@
 // with internal/proc, yielding translated events, the linger watchdog after
 // a final result (ADP-6), holding "done" until the process is gone, the
 // resume fallback (ADP-5) and the failure events of a process that ended
-// without a result. A vendor package supplies Hooks (its capabilities and
-// how to prepare one process) and a Translator for its native output, which
-// it writes with Stamp, ToolCalls and StatusRules.
+// without a result; and, for a run that can be answered or steered
+// (drover.Request.Live), the conversation with a vendor that takes input
+// while it runs (Conversation). A vendor package supplies Hooks (its
+// capabilities and how to prepare one process) and a Translator for its
+// native output, which it writes with Stamp, ToolCalls and StatusRules.
 package runner
 
 import (
@@ -114,7 +116,10 @@ func (b *Base) run(ctx context.Context, req drover.Request, yield func(drover.Ev
 }
 
 // attempt runs one process and reports whether the vendor rejected the
-// resume token (having yielded nothing of this attempt).
+// resume token (having yielded nothing of this attempt). With req.Live set
+// and a translator that is a Conversation, the process is a conversation
+// (see Conversation and converse); otherwise it gets Launch.Stdin and its
+// stdin is closed.
 func (b *Base) attempt(ctx context.Context, path string, req drover.Request, yield func(drover.Event, error) bool) (resumeRejected bool) {
 	id := b.spec.ID
 	l, err := b.hooks.Prepare(req)
@@ -125,7 +130,25 @@ func (b *Base) attempt(ctx context.Context, path string, req drover.Request, yie
 	if l.Cleanup != nil {
 		defer l.Cleanup()
 	}
-	spec := proc.Spec{Path: path, Args: l.Args, Env: l.Env, Dir: req.Options.Cwd, Stdin: strings.NewReader(l.Stdin)}
+	conv, _ := l.Translator.(Conversation)
+	if req.Live == nil {
+		conv = nil
+	}
+	spec := proc.Spec{Path: path, Args: l.Args, Env: l.Env, Dir: req.Options.Cwd}
+	var (
+		in   *inputQueue
+		open []byte
+	)
+	if conv != nil {
+		if open, err = conv.Open(); err != nil {
+			yield(drover.Event{}, &drover.Error{Code: drover.CodeAdapterError, Message: "open " + id + " conversation", Err: err})
+			return false
+		}
+		in = newInputQueue()
+		spec.Stdin = in
+	} else {
+		spec.Stdin = strings.NewReader(l.Stdin)
+	}
 	if spec.Dir != "" {
 		// Some CLIs (OpenCode) take their project directory from $PWD, which
 		// the inherited environment has for drover's own directory.
@@ -157,56 +180,27 @@ func (b *Base) attempt(ctx context.Context, path string, req drover.Request, yie
 	defer p.Close()
 	req.ProcessStarted(p.Pid(), p.Pgid())
 
-	// ADP-6: a process silent for the linger period after its final result
-	// is stopped; output after the result (a background task reporting
-	// back) restarts the period.
-	var timer *time.Timer
+	a := &attemptRun{id: id, sessionID: req.Options.SessionID, yield: yield, p: p, tr: l.Translator,
+		linger: linger, grace: spec.Grace}
 	defer func() {
-		if timer != nil {
-			timer.Stop()
+		if a.timer != nil {
+			a.timer.Stop()
 		}
 	}()
-	tr := l.Translator
-	for raw, err := range p.Lines() {
-		if err != nil {
-			var tooLong *proc.LineTooLongError
-			if errors.As(err, &tooLong) {
-				if !yield(drover.NewEvent(drover.TypeError, id, req.Options.SessionID, drover.ErrorPayload{
-					Code: drover.CodeLineTooLong, Message: err.Error(), Recoverable: true}), nil) {
-					return false
-				}
-				continue
-			}
-			yield(drover.Event{}, &drover.Error{Code: drover.CodeAdapterError, Message: "read " + id + " output", Err: err})
+	if conv != nil {
+		if !a.converse(conv, req.Live, in, open) {
 			return false
 		}
-		if timer != nil {
-			timer.Reset(linger)
-		}
-		evs, err := tr.Translate(raw)
-		if err != nil {
-			continue // an undecodable line is skipped, not fatal
-		}
-		if timer == nil && tr.Finished() {
-			timer = time.AfterFunc(linger, func() { p.Stop(spec.Grace) })
-		}
-		for _, ev := range evs {
-			if !yield(ev, nil) {
-				return false
-			}
-		}
+	} else if !a.oneShot() {
+		return false
 	}
 	exit := p.Wait()
-	final, rejected := tr.Finish(exit)
+	final, rejected := a.tr.Finish(exit)
 	if rejected && req.Options.Resume != "" && ctx.Err() == nil {
 		return true
 	}
 	if len(final) > 0 {
-		for _, ev := range final {
-			if !yield(ev, nil) {
-				return false
-			}
-		}
+		a.emit(final)
 		return false
 	}
 	if ctx.Err() != nil {
@@ -214,6 +208,77 @@ func (b *Base) attempt(ctx context.Context, path string, req drover.Request, yie
 	}
 	yield(drover.Event{}, ExitError(id, exit))
 	return false
+}
+
+// attemptRun is one started vendor process of an attempt and what reading
+// it needs, shared by the one-shot and the conversation loops.
+type attemptRun struct {
+	id        string
+	sessionID string
+	yield     func(drover.Event, error) bool
+	p         *proc.Process
+	tr        Translator
+	linger    time.Duration
+	grace     time.Duration
+	timer     *time.Timer // the linger watchdog, once started
+}
+
+// oneShot yields the translated lines of a process whose input is already
+// given, until its stdout ends. It reports whether to go on to the
+// process's end (false: the consumer stopped, or reading failed).
+func (a *attemptRun) oneShot() bool {
+	for raw, err := range a.p.Lines() {
+		if err != nil {
+			if !a.readError(err) {
+				return false
+			}
+			continue
+		}
+		// ADP-6: a process silent for the linger period after its final
+		// result is stopped; output after the result (a background task
+		// reporting back) restarts the period.
+		if a.timer != nil {
+			a.timer.Reset(a.linger)
+		}
+		evs, err := a.tr.Translate(raw)
+		if err != nil {
+			continue // an undecodable line is skipped, not fatal
+		}
+		if a.timer == nil && a.tr.Finished() {
+			a.startLinger()
+		}
+		if !a.emit(evs) {
+			return false
+		}
+	}
+	return true
+}
+
+func (a *attemptRun) startLinger() {
+	a.timer = time.AfterFunc(a.linger, func() { a.p.Stop(a.grace) })
+}
+
+// readError reports a line that could not be read: an oversize line is a
+// recoverable LINE_TOO_LONG and reading goes on; anything else ends the
+// run. It reports whether to go on.
+func (a *attemptRun) readError(err error) bool {
+	var tooLong *proc.LineTooLongError
+	if errors.As(err, &tooLong) {
+		return a.yield(drover.NewEvent(drover.TypeError, a.id, a.sessionID, drover.ErrorPayload{
+			Code: drover.CodeLineTooLong, Message: err.Error(), Recoverable: true}), nil)
+	}
+	a.yield(drover.Event{}, &drover.Error{Code: drover.CodeAdapterError, Message: "read " + a.id + " output", Err: err})
+	return false
+}
+
+// emit yields evs, reporting whether the consumer wants more.
+func (a *attemptRun) emit(evs []drover.Event) bool {
+	for _, ev := range evs {
+		if !a.yield(ev, nil) {
+			return false
+		}
+	}
+	return true
 }
 
 // ExitError describes a process that ended without a final result: exit
