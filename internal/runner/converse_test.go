@@ -187,7 +187,9 @@ func doneOf(t *testing.T, evs []drover.Event) (drover.DonePayload, map[string]an
 }
 
 func answerWith(d drover.PermissionDecision) drover.PermissionFunc {
-	return func(context.Context, drover.PermissionRequestPayload) (drover.PermissionDecision, error) { return d, nil }
+	return func(context.Context, drover.PermissionRequestPayload) (drover.PermissionDecision, error) {
+		return d, nil
+	}
 }
 
 // TestPERM2_ConversationPassesAnswers: a permission request the vendor
