@@ -6,11 +6,13 @@
 const $ = (id) => document.getElementById(id);
 
 const LIVE = new Set(['pending', 'running']);
-// UES core types: the per-run SSE stream names each event by its type, and
-// EventSource only delivers the names it listens for. Extension events
-// ("vendor:name") are fetched from /events when a gap in seq shows them.
-const CORE = ['init', 'text', 'text_delta', 'thinking', 'tool_use', 'tool_result',
-  'permission_request', 'error', 'done'];
+// The event types the timeline listens for: the per-run SSE stream names
+// each event by its type, and EventSource only delivers the names it
+// listens for. Those are the UES core types and drover's own live-control
+// events; vendor extension events ("vendor:name") are fetched from
+// /events when a gap in seq shows them.
+const STREAMED = ['init', 'text', 'text_delta', 'thinking', 'tool_use', 'tool_result',
+  'permission_request', 'error', 'done', 'drover:permission_answer', 'drover:steer', 'drover:interrupt'];
 
 const state = {
   runs: new Map(), // id → run record, as /v1/runs/stream sends it
@@ -108,7 +110,9 @@ async function api(method, path, body) {
   }
   if (!resp.ok) {
     const e = data && data.error;
-    throw new Error(e ? e.code + ': ' + e.message : resp.status + ' ' + resp.statusText);
+    const err = new Error(e ? e.code + ': ' + e.message : resp.status + ' ' + resp.statusText);
+    err.code = e ? e.code : '';
+    throw err;
   }
   return { data, headers: resp.headers };
 }
@@ -336,6 +340,7 @@ function tick() {
   }
   const r = state.runs.get(state.selected);
   if (r && LIVE.has(r.status)) renderDetailHead();
+  for (const span of document.querySelectorAll('#pending .due')) tickDue(span);
 }
 
 // ---- the selected run ----------------------------------------------------
@@ -375,6 +380,8 @@ function renderDetailHead() {
     $('detail-agent').textContent = '';
     $('detail-status').textContent = '';
     cancel.hidden = true;
+    $('steer').hidden = true;
+    $('interrupt').hidden = true;
     return;
   }
   const label = statusLabel(r);
@@ -386,6 +393,8 @@ function renderDetailHead() {
   $('detail-prompt').textContent = r.prompt;
   $('detail-error').textContent = r.error || '';
   cancel.hidden = !LIVE.has(r.status);
+  $('steer').hidden = r.status !== 'running';
+  $('interrupt').hidden = r.status !== 'running';
   if (!cancel.dataset.pending) {
     cancel.disabled = !!r.cancelRequested;
     cancel.textContent = r.cancelRequested ? 'Cancelling…' : 'Cancel run';
@@ -441,8 +450,10 @@ function openTimeline(id) {
   closeTimeline();
   const list = $('timeline');
   list.replaceChildren();
-  const tl = { id, list, lastSeq: 0, t0: 0, chain: Promise.resolve(), es: null, closed: false, tools: new Map(), delta: null };
+  const tl = { id, list, lastSeq: 0, t0: 0, chain: Promise.resolve(), es: null, closed: false, tools: new Map(), delta: null,
+    requests: new Map() }; // requestId → {req, answer}: the run's permission requests
   state.timeline = tl;
+  renderPending();
   const es = new EventSource('/v1/runs/' + encodeURIComponent(id) + '/stream');
   tl.es = es;
   const onEvent = (e) => {
@@ -450,7 +461,7 @@ function openTimeline(id) {
     try { ev = JSON.parse(e.data); } catch { return; }
     tl.chain = tl.chain.then(() => deliver(tl, ev)).catch((err) => showTimelineError(tl, err));
   };
-  for (const t of CORE) es.addEventListener(t, onEvent);
+  for (const t of STREAMED) es.addEventListener(t, onEvent);
   es.onerror = () => {
     // After done the server ends the stream; the browser would reconnect
     // and get nothing new, so stop. Otherwise let it resume by itself,
@@ -551,8 +562,25 @@ function render(tl, ev) {
         pre(p.output, 'output'));
       break;
     case 'permission_request':
-      li = item('permission', el('strong', { text: p.toolName }), p.reason ? ' ' + p.reason : '',
+      li = item('asks', el('strong', { text: p.toolName }), ' ' + (p.description || p.reason || ''),
         pre(JSON.stringify(p.input ?? {}, null, 2), 'input'));
+      if (p.requestId) tl.requests.set(p.requestId, { req: p, answer: null });
+      renderPending();
+      break;
+    case 'drover:permission_answer': {
+      const verb = p.behavior === 'allow' ? (p.always ? 'allowed for the run' : 'allowed') : 'denied';
+      li = item('answer', el('span', { class: 'status s-' + (p.behavior === 'allow' ? 'success' : 'denied'), text: verb }),
+        ' ' + (p.toolName || '') + ' by ' + answerSource(p), p.message ? pre(p.message, 'muted') : null);
+      const r = tl.requests.get(p.requestId);
+      if (r) r.answer = p;
+      renderPending();
+      break;
+    }
+    case 'drover:steer':
+      li = item('message', pre(p.message, 'text'), p.by ? el('span', { class: 'muted', text: 'from ' + p.by }) : null);
+      break;
+    case 'drover:interrupt':
+      li = item('interrupt', 'the turn was interrupted' + (p.by ? ' by ' + p.by : ''));
       break;
     case 'error':
       li = item('error', el('span', { class: 'code', text: p.code || '' }), ' ', p.message || '',
@@ -573,11 +601,101 @@ function render(tl, ev) {
   if (ev.type === 'error' || ev.type === 'done') {
     const r = state.runs.get(tl.id);
     if (r) renderDetailHead();
+    if (ev.type === 'done') renderPending();
   }
   // Follow the end of the timeline unless the reader scrolled up; only the
   // timeline scrolls, never the page.
   const box = tl.list;
   if (box.scrollHeight - box.scrollTop - box.clientHeight < li.offsetHeight + 80) box.scrollTop = box.scrollHeight;
+}
+
+// answerSource says who answered a permission request.
+function answerSource(a) {
+  switch (a.by) {
+    case 'rule': return 'rule ' + (a.detail || '');
+    case 'client': return a.detail || 'a client';
+    case 'deadline': return 'the deadline';
+    case 'default': return 'drover (nobody could answer)';
+    case 'run_end': return 'the end of the run';
+  }
+  return a.by || '?';
+}
+
+// ---- permission requests ---------------------------------------------------
+
+// renderPending shows the selected run's requests that wait for an answer,
+// each with what the call would do and the buttons to answer it.
+function renderPending() {
+  const tl = state.timeline;
+  const open = tl && !tl.done ? [...tl.requests.values()].filter((r) => !r.answer) : [];
+  $('pending').hidden = open.length === 0;
+  const list = $('pending-list');
+  const keep = new Set(open.map((r) => r.req.requestId));
+  for (const li of [...list.children]) if (!keep.has(li.dataset.requestId)) li.remove();
+  for (const r of open) {
+    if (list.querySelector('li[data-request-id="' + CSS.escape(r.req.requestId) + '"]')) continue;
+    list.append(requestItem(tl.id, r.req));
+  }
+}
+
+// requestItem is one request: the tool, what it would do, and Allow /
+// Always / Deny (with a message the model sees).
+function requestItem(runId, req) {
+  const msg = el('input', { placeholder: 'message to the model (optional)', 'aria-label': 'message to the model' });
+  const err = el('p', { class: 'error', role: 'alert' });
+  const answer = async (behavior, always, button) => {
+    for (const b of li.querySelectorAll('button')) b.disabled = true;
+    err.textContent = '';
+    try {
+      await api('POST', '/v1/runs/' + encodeURIComponent(runId) + '/respond',
+        { requestId: req.requestId, behavior, always, message: msg.value.trim(), by: 'dashboard' });
+      button.textContent += ' ✓';
+    } catch (e) {
+      err.textContent = e.code === 'CONFLICT' ? 'already answered' : e.message;
+      for (const b of li.querySelectorAll('button')) b.disabled = false;
+    }
+  };
+  const due = el('span', { class: 'due', 'data-deadline': req.deadline || '' });
+  const allow = el('button', { type: 'button', class: 'allow', text: 'Allow', onclick: () => answer('allow', false, allow) });
+  const always = el('button', { type: 'button', class: 'always', text: 'Always', title: 'allow this call for the rest of the run',
+    onclick: () => answer('allow', true, always) });
+  const deny = el('button', { type: 'button', class: 'deny', text: 'Deny', onclick: () => answer('deny', false, deny) });
+  const li = el('li', { class: 'request', 'data-request-id': req.requestId },
+    el('div', {}, el('span', { class: 'what', text: req.toolName + ': ' + (req.description || '') }), due),
+    callView(req.toolName, req.input || {}),
+    el('div', { class: 'actions' }, allow, always, deny, msg), err);
+  tickDue(due);
+  return li;
+}
+
+// callView shows what a call would do: the command of a shell call, a
+// diff of an edit, the content of a write, else the input as JSON.
+function callView(tool, input) {
+  const str = (...keys) => keys.map((k) => input[k]).find((v) => typeof v === 'string' && v !== '');
+  const cmd = str('command', 'cmd');
+  if (cmd) return el('pre', { class: 'command', text: '$ ' + cmd });
+  const lines = (prefix, text, cls) => String(text).split('\n').map((l) => el('span', { class: cls, text: prefix + l + '\n' }));
+  const path = str('file_path', 'path', 'filePath');
+  if (input.old_string !== undefined || input.new_string !== undefined) {
+    return el('pre', { class: 'diff' }, (path || '') + '\n', ...lines('- ', input.old_string ?? '', 'del'), ...lines('+ ', input.new_string ?? '', 'add'));
+  }
+  if (typeof input.content === 'string') {
+    return el('pre', { class: 'diff' }, (path || '') + '\n', ...lines('+ ', input.content, 'add'));
+  }
+  const patch = str('patch', 'input');
+  if (patch) {
+    return el('pre', { class: 'diff' }, ...patch.split('\n').map((l) => el('span',
+      { class: l.startsWith('+') ? 'add' : l.startsWith('-') ? 'del' : '', text: l + '\n' })));
+  }
+  return el('pre', { text: JSON.stringify(input, null, 2) });
+}
+
+// tickDue shows how long a request has before it is denied.
+function tickDue(span) {
+  const d = Number(span.dataset.deadline);
+  if (!d) return;
+  const left = Math.max(0, Math.round((d - Date.now()) / 1000));
+  span.textContent = 'denied in ' + (left >= 60 ? Math.floor(left / 60) + ' min ' : '') + (left % 60) + ' s without an answer';
 }
 
 // ---- actions -------------------------------------------------------------
@@ -599,6 +717,29 @@ async function cancelSelected() {
   }
 }
 
+async function steerSelected(e) {
+  e.preventDefault();
+  const id = state.selected;
+  const input = $('steer-message');
+  $('steer-error').textContent = '';
+  try {
+    await api('POST', '/v1/runs/' + encodeURIComponent(id) + '/steer', { message: input.value, by: 'dashboard' });
+    input.value = '';
+  } catch (err) {
+    $('steer-error').textContent = err.message;
+  }
+}
+
+async function interruptSelected() {
+  const id = state.selected;
+  $('steer-error').textContent = '';
+  try {
+    await api('POST', '/v1/runs/' + encodeURIComponent(id) + '/interrupt', { by: 'dashboard' });
+  } catch (err) {
+    $('steer-error').textContent = 'interrupt: ' + err.message;
+  }
+}
+
 async function startRun(e) {
   e.preventDefault();
   const agent = $('new-agent').value.trim();
@@ -606,6 +747,7 @@ async function startRun(e) {
   const options = {};
   if ($('new-tier').value) options.tier = $('new-tier').value;
   if ($('new-cwd').value.trim()) options.cwd = $('new-cwd').value.trim();
+  if ($('new-ask').checked) options.approvalTimeout = '5m';
   $('new-error').textContent = '';
   try {
     const { data } = await api('POST', '/v1/runs', { agent, prompt, options });
@@ -658,6 +800,8 @@ document.addEventListener('DOMContentLoaded', () => {
   $('filter-text').addEventListener('input', queueRender);
   $('filter-status').addEventListener('change', queueRender);
   $('cancel').addEventListener('click', cancelSelected);
+  $('interrupt').addEventListener('click', interruptSelected);
+  $('steer').addEventListener('submit', steerSelected);
   window.addEventListener('hashchange', () => {
     const h = new URLSearchParams(location.hash.slice(1));
     if (h.has('token')) boot();
