@@ -173,3 +173,28 @@ func TestCTL3_NotSupported(t *testing.T) {
 	}
 	owner.await(t, id)
 }
+
+// Config.DefaultApprovalTimeout reaches the runs of agents that can be
+// asked, and only those (an agent that cannot would refuse the option).
+func TestCTL1_DefaultApprovalTimeout(t *testing.T) {
+	f := newFixture(t, runs.Config{DefaultApprovalTimeout: time.Minute}, asker(true), quick(1))
+	ctx := context.Background()
+	id := f.start(t, runs.StartRequest{Agent: "asker", Prompt: "build"})
+	var p []drover.PermissionRequestPayload
+	waitFor(t, "the request", func() bool {
+		p, _ = f.sup.Pending(ctx, id)
+		return len(p) == 1
+	})
+	if left := time.Until(time.UnixMilli(p[0].Deadline)); left < 50*time.Second || left > time.Minute {
+		t.Fatalf("deadline in %s, want about a minute", left)
+	}
+	if err := f.sup.Cancel(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	plain := &agent{id: "plain", run: quick(1).run, caps: &drover.Capabilities{Tiers: drover.Tiers()}}
+	g := newFixture(t, runs.Config{DefaultApprovalTimeout: time.Minute}, plain)
+	if r := g.await(t, g.start(t, runs.StartRequest{Agent: "plain", Prompt: "x"}))[0]; r.Status != store.StatusCompleted {
+		t.Fatalf("a run of an agent that cannot be asked: %+v", r)
+	}
+	f.await(t, id)
+}

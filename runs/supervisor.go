@@ -31,6 +31,11 @@ type Config struct {
 	Limit int
 	// DefaultTimeout applies to runs that name none (RUN-4); 0 means 1 h.
 	DefaultTimeout time.Duration
+	// DefaultApprovalTimeout applies to runs that name no approval
+	// timeout, when their agent can be asked (Capabilities.Permissions):
+	// how long their permission requests wait for a client's answer. 0
+	// means none: what no rule or callback decides is denied at once.
+	DefaultApprovalTimeout time.Duration
 	// Owner names this supervisor in the ledger; "" means "host:pid".
 	Owner string
 	// Poll is how often runs owned elsewhere are checked (cross-process
@@ -227,6 +232,11 @@ func (s *Supervisor) Start(ctx context.Context, req StartRequest) (Started, erro
 	}
 	if req.Options.Timeout <= 0 {
 		req.Options.Timeout = s.cfg.DefaultTimeout
+	}
+	if req.Options.ApprovalTimeout == 0 && s.cfg.DefaultApprovalTimeout > 0 {
+		if ad, ok := s.eng.Registry().Get(req.Agent); ok && ad.Capabilities().Permissions {
+			req.Options.ApprovalTimeout = s.cfg.DefaultApprovalTimeout
+		}
 	}
 	sid := req.Options.SessionID
 	if sid == "" {

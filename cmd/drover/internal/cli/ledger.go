@@ -35,7 +35,7 @@ func dbPath(flag string) (string, error) {
 // for fn. The supervisor reconciles first (see withStore); on return it is
 // closed, which cancels the runs fn left going and waits until they are
 // recorded.
-func (e *env) withLedger(ctx context.Context, db string, limit int, fn func(*runs.Supervisor, store.Store) error) error {
+func (e *env) withLedger(ctx context.Context, db string, cfg runs.Config, fn func(*runs.Supervisor, store.Store) error) error {
 	path, err := dbPath(db)
 	if err != nil {
 		return err
@@ -48,7 +48,8 @@ func (e *env) withLedger(ctx context.Context, db string, limit int, fn func(*run
 		return fmt.Errorf("open ledger %s: %w", path, err)
 	}
 	defer st.Close()
-	sup, err := runs.New(ctx, drover.NewEngine(builtin.Registry()), st, runs.Config{Limit: limit, Logger: e.log})
+	cfg.Logger = e.log
+	sup, err := runs.New(ctx, drover.NewEngine(builtin.Registry()), st, cfg)
 	if err != nil {
 		return err
 	}
@@ -116,7 +117,7 @@ func (e *env) withRuns(ctx context.Context, db string, ids []string, fn func(*ru
 	} else if err != nil {
 		return err
 	}
-	return e.withLedger(ctx, db, 1, func(sup *runs.Supervisor, st store.Store) error {
+	return e.withLedger(ctx, db, runs.Config{Limit: 1}, func(sup *runs.Supervisor, st store.Store) error {
 		for _, id := range ids {
 			if _, err := st.GetRun(ctx, id); err != nil {
 				return notFound("run", id, err)

@@ -135,7 +135,7 @@ func runRun(ctx context.Context, e *env, f *runFlags, args []string) error {
 	if f.json {
 		p = &jsonPrinter{w: out}
 	}
-	return e.withLedger(ctx, f.db, max(len(specs), 8), func(sup *runs.Supervisor, st store.Store) error {
+	return e.withLedger(ctx, f.db, runs.Config{Limit: max(len(specs), 8)}, func(sup *runs.Supervisor, st store.Store) error {
 		// Runs are cancelled explicitly when ctx ends (a signal), so that
 		// following and recording go on until every run has ended.
 		bg := context.WithoutCancel(ctx)

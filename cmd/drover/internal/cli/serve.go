@@ -21,6 +21,7 @@ func newServeCmd(e *env) *cobra.Command {
 	var db, addr, token, fakeScript, fakeLog string
 	var stdio, fakeOn bool
 	var limit int
+	var approvalTimeout time.Duration
 	cmd := &cobra.Command{
 		Use:   "serve [--stdio | --addr HOST:PORT]",
 		Short: "Serve the client protocol over HTTP, or on stdin and stdout",
@@ -66,10 +67,14 @@ and exits 130; a second one kills every agent process group at once.`,
 					return usagef("%v", err)
 				}
 			}
+			if approvalTimeout < 0 {
+				return usagef("--approval-timeout must not be negative")
+			}
 			fake, err := newOffline(fakeOn, fakeScript, fakeLog)
 			if err != nil {
 				return err
 			}
+			rcfg := runs.Config{Limit: limit, DefaultApprovalTimeout: approvalTimeout}
 			pcfg := protocol.Config{Logger: e.log}
 			if fake != nil {
 				apply, stop, err := fake.start(e, true)
@@ -80,9 +85,9 @@ and exits 130; a second one kills every agent process group at once.`,
 				pcfg.Defaults = apply
 			}
 			if stdio {
-				return serveStdio(ctx, e, db, limit, pcfg)
+				return serveStdio(ctx, e, db, rcfg, pcfg)
 			}
-			return serveHTTP(ctx, e, db, limit, addr, token, pcfg)
+			return serveHTTP(ctx, e, db, rcfg, addr, token, pcfg)
 		},
 	}
 	addDBFlag(cmd, &db)
@@ -90,14 +95,15 @@ and exits 130; a second one kills every agent process group at once.`,
 	cmd.Flags().StringVar(&addr, "addr", server.DefaultAddr, "HTTP address to listen on")
 	cmd.Flags().StringVar(&token, "token", "", "bearer token every HTTP request must carry (default $DROVER_TOKEN)")
 	cmd.Flags().IntVar(&limit, "limit", 8, "runs that may run at once; more wait as pending")
+	cmd.Flags().DurationVar(&approvalTimeout, "approval-timeout", 0, "how long the permission requests of runs that name no approvalTimeout wait for a client's answer (the dashboard, respond, drover approve); 0: denied at once unless a rule allows")
 	cmd.Flags().BoolVar(&fakeOn, "fakemodel", false, "point every run that names no endpoint at drover's built-in scripted model server (offline)")
 	cmd.Flags().StringVar(&fakeScript, "fakemodel-script", "", "script file for --fakemodel (default: the built-in demo script)")
 	cmd.Flags().StringVar(&fakeLog, "fakemodel-log", "", "append every request fakemodel receives to this file, one JSON line each")
 	return cmd
 }
 
-func serveStdio(ctx context.Context, e *env, db string, limit int, pcfg protocol.Config) error {
-	return e.withLedger(ctx, db, limit, func(sup *runs.Supervisor, st store.Store) error {
+func serveStdio(ctx context.Context, e *env, db string, rcfg runs.Config, pcfg protocol.Config) error {
+	return e.withLedger(ctx, db, rcfg, func(sup *runs.Supervisor, st store.Store) error {
 		srv := protocol.NewServer(sup, pcfg)
 		// stdin is hidden behind a plain io.Reader: a Read in
 		// progress cannot be interrupted, so on a signal Serve
@@ -113,8 +119,8 @@ func serveStdio(ctx context.Context, e *env, db string, limit int, pcfg protocol
 // serveHTTP serves until ctx ends (a signal), then ends the streams and
 // awaits in progress, lets other requests finish for a moment, and exits
 // 130; withLedger then cancels the runs still going.
-func serveHTTP(ctx context.Context, e *env, db string, limit int, addr, token string, pcfg protocol.Config) error {
-	return e.withLedger(ctx, db, limit, func(sup *runs.Supervisor, st store.Store) error {
+func serveHTTP(ctx context.Context, e *env, db string, rcfg runs.Config, addr, token string, pcfg protocol.Config) error {
+	return e.withLedger(ctx, db, rcfg, func(sup *runs.Supervisor, st store.Store) error {
 		ln, err := net.Listen("tcp", addr)
 		if err != nil {
 			return fmt.Errorf("listen: %w", err)
