@@ -161,23 +161,36 @@ func outputText(raw json.RawMessage) string {
 	return string(raw)
 }
 
-var routerRe = regexp.MustCompile(`ERROR codex_core::tools::router: error=(.*)`)
+var (
+	routerRe = regexp.MustCompile(`ERROR codex_core::tools::router: error=(.*)`)
+	// ansiRe matches terminal colour codes: the app-server colours its log
+	// lines on stderr even when stderr is not a terminal.
+	ansiRe = regexp.MustCompile(`\x1b\[[0-9;]*m`)
+)
 
 // routerErrors returns the messages of Codex's tool-router error lines in
 // stderr, once per line (Codex logs each line twice).
 func routerErrors(stderr string) []string {
 	var out []string
 	seen := map[string]bool{}
-	for l := range strings.SplitSeq(stderr, "\n") {
+	for l := range strings.SplitSeq(ansiRe.ReplaceAllString(stderr, ""), "\n") {
 		l = strings.TrimSpace(l)
 		m := routerRe.FindStringSubmatch(l)
-		if m == nil || seen[l] {
+		if m == nil || seen[l] || userDeclined(m[1]) {
 			continue
 		}
 		seen[l] = true
 		out = append(out, strings.TrimSpace(m[1]))
 	}
 	return out
+}
+
+// userDeclined reports whether a router error is a call a person declined
+// through the app-server (measured): those calls are visible as declined
+// items, not hidden.
+func userDeclined(msg string) bool {
+	msg = strings.TrimSpace(msg)
+	return msg == "patch rejected by user" || strings.Contains(msg, `Rejected(\"rejected by user\")`)
 }
 
 // rejectionPrefixes are the router's answers to a refused call (measured).
@@ -252,8 +265,8 @@ func (t *translator) hiddenCalls(ro *rollout, stderr string) []drover.Event {
 			if c.name == "exec_command" {
 				execCalls++
 			}
-			if !c.hasOutput {
-				continue
+			if !c.hasOutput || t.calls.Known(c.callID) {
+				continue // unanswered, or already in the stream (app-server items carry the call id)
 			}
 			switch {
 			case isRejection(c.output, router):

@@ -43,6 +43,16 @@ func (u usage) minus(b usage) usage {
 	}
 }
 
+func (u usage) plus(b usage) usage {
+	return usage{
+		InputTokens:       u.InputTokens + b.InputTokens,
+		CachedInputTokens: u.CachedInputTokens + b.CachedInputTokens,
+		CacheWriteTokens:  u.CacheWriteTokens + b.CacheWriteTokens,
+		OutputTokens:      u.OutputTokens + b.OutputTokens,
+		ReasoningTokens:   u.ReasoningTokens + b.ReasoningTokens,
+	}
+}
+
 type item struct {
 	ID               string          `json:"id"`
 	Type             string          `json:"type"`
@@ -101,8 +111,19 @@ type translator struct {
 	lastText string
 
 	turnDone bool
-	usage    *usage
+	usage    *usage // exec: the thread's cumulative total at turn.completed
 	failed   *string
+	// failStatus is the HTTP status of the failure when Codex named it
+	// (app-server's codexErrorInfo), else 0: it is read from the text.
+	failStatus int
+	// failHint is Codex's own error class (app-server), classified with
+	// the message.
+	failHint    string
+	interrupted bool // the turn ended interrupted (app-server)
+	// perResponse is this run's usage summed over its model responses, when
+	// Codex reported each one (app-server); responses counts them.
+	perResponse *usage
+	responses   int64
 }
 
 func newTranslator(s runner.Stamp, info runInfo) *translator {
@@ -169,7 +190,13 @@ func (t *translator) itemLine(l line, raw []byte) []drover.Event {
 	if len(l.Item) == 0 || json.Unmarshal(l.Item, &it) != nil || it.Type == "" {
 		return []drover.Event{t.Extension(strings.ReplaceAll(l.Type, ".", "_"), raw)}
 	}
-	started, completed := l.Type == "item.started", l.Type == "item.completed"
+	return t.itemEvents(it, l.Type == "item.started", l.Type == "item.completed", raw)
+}
+
+// itemEvents maps one item as it started, changed (neither) or completed;
+// raw is the native line that carried it, for extension events. Both modes
+// come here: app-server items are converted to exec's shape first.
+func (t *translator) itemEvents(it item, started, completed bool, raw []byte) []drover.Event {
 	if !started && !completed && it.Type != "todo_list" {
 		// Progress of an item whose start and end are mapped.
 		return []drover.Event{t.Extension("item_updated", raw)}
@@ -212,7 +239,9 @@ func (t *translator) itemLine(l line, raw []byte) []drover.Event {
 		return t.toolItem(it, started, completed, "mcp", name, input, "", func() (drover.ToolStatus, string) {
 			st := itemStatus(it.Status)
 			if it.ItemError != nil && it.ItemError.Message != "" {
-				if strings.Contains(it.ItemError.Message, "requires approval") {
+				// exec: "…requires approval, but approval policy is never";
+				// app-server: "user rejected MCP tool call".
+				if strings.Contains(it.ItemError.Message, "requires approval") || strings.Contains(it.ItemError.Message, "user rejected") {
 					st = drover.ToolDenied
 				}
 				return st, it.ItemError.Message
@@ -362,23 +391,21 @@ func (t *translator) Finish(exit runner.Exit) ([]drover.Event, bool) {
 func (t *translator) final(ro *rollout, exit runner.Exit) []drover.Event {
 	var evs []drover.Event
 	status := drover.StatusSuccess
-	if t.failed != nil {
+	switch {
+	case t.failed != nil:
 		status = drover.StatusError
-		evs = append(evs, t.failError(*t.failed))
+		evs = append(evs, t.failError(*t.failed, t.failStatus, t.failHint))
+	case t.interrupted:
+		status = drover.StatusInterrupted
 	}
 	done := drover.DonePayload{Status: status, ResumeToken: t.threadID}
 	meta := map[string]any{"vendorSessionId": t.threadID}
 	if status == drover.StatusSuccess {
 		done.Result = t.lastText
 	}
-	if u := t.usage; u != nil {
-		run := *u
-		switch {
-		case ro != nil && ro.found:
-			run = u.minus(ro.before)
-			n := ro.responses
-			done.Usage.Turns = &n
-		case t.info.resume:
+	if run, turns, cumulative, ok := t.runUsage(ro); ok {
+		done.Usage.Turns = turns
+		if cumulative {
 			// The thread's earlier totals are unknown: these are cumulative.
 			meta["usageCumulative"] = true
 		}
@@ -394,22 +421,47 @@ func (t *translator) final(ro *rollout, exit runner.Exit) []drover.Event {
 	return append(evs, ev)
 }
 
+// runUsage returns this run's token usage, the model responses it took
+// when known, and whether the numbers are the thread's cumulative ones; ok
+// is false when Codex reported none (a failed exec turn). Summed responses
+// (app-server) are exact; otherwise Codex's thread total is reduced by the
+// total before this run's turn, read from the rollout, when there is one.
+func (t *translator) runUsage(ro *rollout) (run usage, turns *int64, cumulative, ok bool) {
+	if t.perResponse != nil {
+		n := t.responses
+		return *t.perResponse, &n, false, true
+	}
+	if t.usage == nil {
+		return usage{}, nil, false, false
+	}
+	switch {
+	case ro != nil && ro.found:
+		n := ro.responses
+		return t.usage.minus(ro.before), &n, false, true
+	case t.info.resume:
+		return *t.usage, nil, true, true
+	}
+	return *t.usage, nil, false, true
+}
+
 var statusRe = regexp.MustCompile(`(?:last status: |unexpected status |status[ =:]+)(\d{3})\b`)
 
-// failError classifies a turn.failed message. Codex reports HTTP failures
-// as text only: "exceeded retry limit, last status: 429 Too Many Requests",
-// "unexpected status 401 Unauthorized: …", the raw body of a 400, and for a
-// 500 a fixed "We’re currently experiencing high demand" sentence.
-func (t *translator) failError(msg string) drover.Event {
-	status := 0
-	if m := statusRe.FindStringSubmatch(msg); m != nil {
+// failError classifies the message of a failed turn. `codex exec` reports
+// HTTP failures as text only: "exceeded retry limit, last status: 429 Too
+// Many Requests", "unexpected status 401 Unauthorized: …", the raw body of
+// a 400, and for a 500 a fixed "We’re currently experiencing high demand"
+// sentence. The app-server adds the status when it has one (status, else 0:
+// read from the text) and its own error class (hint, classified with the
+// message).
+func (t *translator) failError(msg string, status int, hint string) drover.Event {
+	if m := statusRe.FindStringSubmatch(msg); m != nil && status == 0 {
 		status, _ = strconv.Atoi(m[1])
 	}
 	meta := map[string]any{}
 	if status != 0 {
 		meta["httpStatus"] = status
 	}
-	return t.Failure(statusRules.Code(status, msg), msg, meta)
+	return t.Failure(statusRules.Code(status, strings.TrimSpace(msg+" "+hint)), msg, meta)
 }
 
 // statusRules are Codex's differences from the shared status mapping: the
