@@ -28,23 +28,34 @@ const (
 
 var uuidRe = regexp.MustCompile(`^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$`)
 
-// Capabilities reports what Codex honours. MaxTurns, MaxBudgetUSD and
-// PartialText are not: `codex exec` has no turn or budget limit and prints
-// agent messages only whole. APIRetries additionally needs an Endpoint
-// (checked in Prepare).
+// Capabilities reports what Codex honours. MaxTurns and MaxBudgetUSD are
+// not: Codex has no turn or budget limit. Permissions, Steer, Interrupt and
+// PartialText need a live run (Request.Live), which drives `codex
+// app-server`; `codex exec` prints agent messages only whole, so without a
+// Live PartialText is refused in Prepare. APIRetries additionally needs an
+// Endpoint (checked in Prepare).
 func (a *Adapter) Capabilities() drover.Capabilities {
 	return drover.Capabilities{
 		Resume: true, AllowedTools: true, DisallowedTools: true, AddDirs: true, SystemPrompt: true,
-		Thinking: true, ConfigDir: true, Endpoint: true, APIRetries: true,
+		Thinking: true, ConfigDir: true, Endpoint: true, APIRetries: true, PartialText: true,
+		Permissions: true, Steer: true, Interrupt: true,
 		Tiers: drover.Tiers(),
 	}
 }
 
-// Prepare builds one codex process: flags and -c overrides from the
-// options, the prompt on stdin, and the environment.
+// Prepare builds one codex process: with req.Live, `codex app-server` and
+// a Conversation that drives it (appserver.go); without, `codex exec` with
+// flags and -c overrides from the options, the prompt on stdin. Both get
+// the same environment.
 func (a *Adapter) Prepare(req drover.Request) (*runner.Launch, error) {
 	opts := req.Options
-	args, err := Args(opts)
+	var args []string
+	var err error
+	if req.Live != nil {
+		args, err = AppServerArgs(opts)
+	} else {
+		args, err = Args(opts)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -56,7 +67,10 @@ func (a *Adapter) Prepare(req drover.Request) (*runner.Launch, error) {
 	if cwd == "" {
 		cwd, _ = os.Getwd()
 	}
-	tr := newTranslator(a.Stamp(req), runInfo{
+	if abs, err := filepath.Abs(cwd); err == nil {
+		cwd = abs
+	}
+	info := runInfo{
 		resume:    opts.Resume != "",
 		model:     runner.Model(opts, DefaultEndpointModel),
 		cwd:       cwd,
@@ -64,10 +78,13 @@ func (a *Adapter) Prepare(req drover.Request) (*runner.Launch, error) {
 		tools:     offeredTools(opts),
 		removed:   removedTools(opts),
 		codexHome: home,
-	})
+	}
+	if req.Live != nil {
+		return &runner.Launch{Args: args, Env: env, Translator: newConversation(a.Stamp(req), info, req.Prompt, opts)}, nil
+	}
 	// The prompt goes on stdin (the final "-" of args): Codex reads stdin to
 	// EOF before it starts, and the pipe is closed after the prompt.
-	return &runner.Launch{Args: args, Env: env, Stdin: req.Prompt, Translator: tr}, nil
+	return &runner.Launch{Args: args, Env: env, Stdin: req.Prompt, Translator: newTranslator(a.Stamp(req), info)}, nil
 }
 
 // Adapter runs the Codex CLI. The zero value is not usable; call New.
@@ -84,22 +101,18 @@ func New() *Adapter {
 // stdin, read by the final "-"). It is exported so the flag mapping can be
 // read and tested.
 func Args(opts drover.Options) ([]string, error) {
-	if opts.Resume != "" && !uuidRe.MatchString(opts.Resume) {
-		// `codex exec resume NAME` with a NAME that is not a thread UUID
-		// silently starts a new thread; drover never hands out such tokens,
-		// so one is refused rather than risk a silently fresh conversation.
+	if opts.PartialText {
 		return nil, &drover.Error{Code: drover.CodeUnsupportedOption,
-			Message: fmt.Sprintf("codex resumes only thread UUIDs; %q is not one", opts.Resume)}
+			Message: "partialText: codex exec prints agent messages only whole; text deltas need a run that can be answered or steered (codex app-server)"}
 	}
-	if opts.APIRetries != nil && opts.Endpoint == nil {
-		return nil, &drover.Error{Code: drover.CodeUnsupportedOption,
-			Message: "apiRetries needs an endpoint with codex: its built-in providers' retry counts cannot be overridden"}
+	if err := checkOptions(opts); err != nil {
+		return nil, err
 	}
 	tierArgs, err := TierArgs(opts.EffectiveTier())
 	if err != nil {
 		return nil, err
 	}
-	toolArgs, err := toolOverrides(opts)
+	common, err := overrides(opts)
 	if err != nil {
 		return nil, err
 	}
@@ -111,7 +124,38 @@ func Args(opts drover.Options) ([]string, error) {
 	for _, d := range opts.AddDirs {
 		args = append(args, "--add-dir", d)
 	}
-	args = append(args, toolArgs...)
+	args = append(args, common...)
+	if opts.Resume != "" {
+		// Flags must precede the subcommand: `resume` has no -s.
+		args = append(args, "resume", opts.Resume)
+	}
+	return append(args, "-"), nil
+}
+
+// checkOptions refuses what Codex cannot do in either mode.
+func checkOptions(opts drover.Options) error {
+	if opts.Resume != "" && !uuidRe.MatchString(opts.Resume) {
+		// `codex exec resume NAME` with a NAME that is not a thread UUID
+		// silently starts a new thread; drover never hands out such tokens,
+		// so one is refused rather than risk a silently fresh conversation.
+		return &drover.Error{Code: drover.CodeUnsupportedOption,
+			Message: fmt.Sprintf("codex resumes only thread UUIDs; %q is not one", opts.Resume)}
+	}
+	if opts.APIRetries != nil && opts.Endpoint == nil {
+		return &drover.Error{Code: drover.CodeUnsupportedOption,
+			Message: "apiRetries needs an endpoint with codex: its built-in providers' retry counts cannot be overridden"}
+	}
+	return nil
+}
+
+// overrides returns the -c overrides both modes pass for opts, after their
+// tier and model: the tool filter's switches, the system prompt and the
+// endpoint's provider.
+func overrides(opts drover.Options) ([]string, error) {
+	args, err := toolOverrides(opts)
+	if err != nil {
+		return nil, err
+	}
 	if opts.SystemPrompt != "" {
 		// developer_instructions is added as a developer message after
 		// Codex's own instructions (measured: the first content block of
@@ -140,11 +184,7 @@ func Args(opts drover.Options) ([]string, error) {
 			"-c", "features.plugins=false",
 		)
 	}
-	if opts.Resume != "" {
-		// Flags must precede the subcommand: `resume` has no -s.
-		args = append(args, "resume", opts.Resume)
-	}
-	return append(args, "-"), nil
+	return args, nil
 }
 
 // TierArgs returns the flags and config overrides that enforce tier
@@ -159,9 +199,7 @@ func TierArgs(tier drover.Tier) ([]string, error) {
 	case drover.TierSandbox:
 		// No shell, no image viewer, no web search, no goals; apply_patch
 		// cannot be removed, but the read-only sandbox rejects every patch.
-		return []string{"-s", "read-only", "--ignore-rules",
-			"-c", "features.shell_tool=false", "-c", "features.view_image=false",
-			"-c", "features.goals=false", "-c", `web_search="disabled"`}, nil
+		return append([]string{"-s", "read-only", "--ignore-rules"}, sandboxSwitches...), nil
 	case drover.TierDryRun:
 		return []string{"-s", "read-only", "--ignore-rules"}, nil
 	case drover.TierSupervised:
@@ -178,6 +216,11 @@ func TierArgs(tier drover.Tier) ([]string, error) {
 	}
 	return nil, &drover.Error{Code: drover.CodeUnsupportedOption, Message: fmt.Sprintf("unknown tier %q", tier)}
 }
+
+// sandboxSwitches remove every native tool Codex can remove (the sandbox
+// tier, in both modes).
+var sandboxSwitches = []string{"-c", "features.shell_tool=false", "-c", "features.view_image=false",
+	"-c", "features.goals=false", "-c", `web_search="disabled"`}
 
 // defaultTools are the tools Codex 0.169.0 offers the bundled models with
 // the default features (measured from the request body), in its order.
