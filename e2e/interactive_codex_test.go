@@ -1,0 +1,459 @@
+package e2e
+
+// Live Codex runs (PERM-2, CTL-1, CTL-3): the pinned codex 0.169.0 driven
+// through `codex app-server` by drover.NewEngine(builtin.Registry()).Run,
+// offline against fakemodel. What the model received is read from
+// fakemodel's request log.
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/drover-run/drover"
+	"github.com/drover-run/drover/adapter/adaptertest"
+	"github.com/drover-run/drover/adapter/codex"
+	"github.com/drover-run/drover/builtin"
+	"github.com/drover-run/drover/fakemodel"
+	"github.com/drover-run/drover/internal/uestest"
+)
+
+// cxScript drives every live Codex test: the prompt names what the model
+// does.
+const cxScript = `{"rules":[
+ {"name":"shell","match":"^SHELL (.*)$","steps":[{"tools":[{"shell":"$1"}]},{"text":"shell done"}]},
+ {"name":"twice","match":"^TWICE (.*)$","steps":[{"tools":[{"shell":"$1"}]},{"tools":[{"shell":"$1"}]},{"text":"twice done"}]},
+ {"name":"write","match":"^WRITE (\\S+)$","steps":[{"tools":[{"write":"$1","content":"written by the model\n"}]},{"text":"write done"}]},
+ {"name":"slow","match":"^SLOW","steps":[{"text":"slow answer","delayMs":4000}]},
+ {"name":"stall","match":"^STALL","steps":[{"text":"never seen","delayMs":120000}]},
+ {"name":"steered","match":"STEERED","steps":[{"text":"the steer arrived"}]},
+ {"name":"denied","match":"was denied: ","steps":[{"text":"understood the denial"}]},
+ {"name":"say","match":"^SAY (.*)$","steps":[{"text":"$1"}]}
+]}`
+
+// cxWorld is one live Codex test's offline setup.
+type cxWorld struct {
+	t    *testing.T
+	bin  string
+	fake *fakemodel.Server
+	url  string
+	cwd  string
+	home string
+}
+
+func newCXWorld(t *testing.T) *cxWorld {
+	t.Helper()
+	bin := vendorBin(t, "codex", codex.BinaryEnv)
+	s, err := fakemodel.ParseScript([]byte(cxScript))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fm := fakemodel.New(s)
+	url, err := fm.Start("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { fm.Close() })
+	return &cxWorld{t: t, bin: bin, fake: fm, url: url, cwd: t.TempDir(), home: t.TempDir()}
+}
+
+// opts are a supervised live run's options: offline, isolated, no API
+// retries; callers add the control.
+func (w *cxWorld) opts() drover.Options {
+	zero := 0
+	return drover.Options{
+		Binary:     w.bin,
+		Cwd:        w.cwd,
+		Tier:       drover.TierSupervised,
+		Endpoint:   &drover.Endpoint{BaseURL: w.url, APIKey: "sk-fake"},
+		APIRetries: &zero,
+		ConfigDir:  filepath.Join(w.home, ".codex"),
+		Env:        map[string]string{"HOME": w.home},
+		Timeout:    2 * time.Minute,
+	}
+}
+
+// run runs prompt through the engine with every built-in adapter, calling
+// on (when set) with each event as it comes, and checks what every run
+// must satisfy: valid events, exactly one done and last, and no process of
+// the run left, in its workspace or its process group.
+func (w *cxWorld) run(ctx context.Context, prompt string, o drover.Options, on func(drover.Event)) []drover.Event {
+	w.t.Helper()
+	var groups []int
+	o.ProcessObserver = func(_, pgid int) { groups = append(groups, pgid) }
+	events, err := drover.NewEngine(builtin.Registry()).Run(ctx, codex.ID, prompt, o)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	var evs []drover.Event
+	for ev := range events {
+		if err := uestest.ValidateEvent(ev); err != nil {
+			w.t.Errorf("invalid event: %v", err)
+		}
+		evs = append(evs, ev)
+		if on != nil {
+			on(ev)
+		}
+	}
+	w.t.Logf("events: %v", typesOf(evs))
+	doneOf(w.t, evs)
+	adaptertest.NoProcessIn(w.t, w.cwd)
+	for _, g := range groups {
+		if err := syscall.Kill(-g, 0); !errors.Is(err, syscall.ESRCH) {
+			w.t.Errorf("process group %d still exists after the run (%v)", g, err)
+		}
+	}
+	return evs
+}
+
+// requests returns fakemodel's log of the rule named rule.
+func (w *cxWorld) requests(rule string) []fakemodel.Request {
+	var out []fakemodel.Request
+	for _, r := range w.fake.Requests() {
+		if r.Rule == rule {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+func (w *cxWorld) exists(name string) bool {
+	_, err := os.Stat(filepath.Join(w.cwd, name))
+	return err == nil
+}
+
+// answerAll answers every permission request with d, counting the calls.
+func answerAll(d drover.PermissionDecision, calls *atomic.Int32) drover.PermissionFunc {
+	return func(context.Context, drover.PermissionRequestPayload) (drover.PermissionDecision, error) {
+		calls.Add(1)
+		return d, nil
+	}
+}
+
+// cxTool returns the tool_results of tool in evs.
+func cxResults(evs []drover.Event, tool string) []drover.ToolResultPayload {
+	var out []drover.ToolResultPayload
+	for _, r := range payloads[drover.ToolResultPayload](evs) {
+		if r.ToolName == tool {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+func cxAnswers(evs []drover.Event) []drover.PermissionAnswerPayload {
+	return payloads[drover.PermissionAnswerPayload](evs)
+}
+
+// TestPERM2_CodexShellAskedAndAllowed: in supervised, a shell command is a
+// permission_request (exec_command, the script as input, the run's
+// toolUseId); allowed, it runs and its tool_result is success.
+func TestPERM2_CodexShellAskedAndAllowed(t *testing.T) {
+	w := newCXWorld(t)
+	var calls atomic.Int32
+	o := w.opts()
+	o.CanUseTool = answerAll(drover.PermissionDecision{Behavior: drover.Allow}, &calls)
+	evs := w.run(context.Background(), "SHELL touch allowed.txt && echo made-it", o, nil)
+	if d := doneOf(t, evs); d.Status != drover.StatusSuccess || d.Result != "shell done" || !uuidLike(d.ResumeToken) {
+		t.Fatalf("done %+v", d)
+	}
+	reqs := payloads[drover.PermissionRequestPayload](evs)
+	if len(reqs) != 1 || reqs[0].ToolName != "exec_command" || reqs[0].Input["command"] != "touch allowed.txt && echo made-it" || reqs[0].RequestID == "" {
+		t.Fatalf("permission requests %+v", reqs)
+	}
+	uses := payloads[drover.ToolUsePayload](evs)
+	if len(uses) != 1 || uses[0].ToolUseID != reqs[0].ToolUseID {
+		t.Fatalf("tool_use %+v, request for %q", uses, reqs[0].ToolUseID)
+	}
+	if !w.exists("allowed.txt") {
+		t.Fatal("the allowed command did not run")
+	}
+	res := cxResults(evs, "exec_command")
+	if len(res) != 1 || res[0].Status != drover.ToolSuccess || !strings.Contains(res[0].Output, "made-it") {
+		t.Fatalf("tool_result %+v", res)
+	}
+	if a := cxAnswers(evs); len(a) != 1 || a[0].By != drover.ByCallback || a[0].Behavior != drover.Allow {
+		t.Fatalf("answers %+v", a)
+	}
+	if calls.Load() != 1 {
+		t.Fatalf("callback called %d times", calls.Load())
+	}
+}
+
+// TestPERM2_CodexShellDeniedWithMessage: denied with a message, nothing
+// runs, the tool_result is denied, and the model is told both Codex's
+// rejection and the message.
+func TestPERM2_CodexShellDeniedWithMessage(t *testing.T) {
+	w := newCXWorld(t)
+	var calls atomic.Int32
+	o := w.opts()
+	o.CanUseTool = answerAll(drover.PermissionDecision{Behavior: drover.Deny, Message: "use the staging database"}, &calls)
+	evs := w.run(context.Background(), "SHELL touch denied.txt", o, nil)
+	if d := doneOf(t, evs); d.Status != drover.StatusSuccess {
+		t.Fatalf("done %+v", d)
+	}
+	if w.exists("denied.txt") {
+		t.Fatal("a denied command ran")
+	}
+	if res := cxResults(evs, "exec_command"); len(res) != 1 || res[0].Status != drover.ToolDenied {
+		t.Fatalf("tool_result %+v", res)
+	}
+	// The model's next request in the turn carries Codex's rejection as the
+	// tool's output, then the message as the latest user text.
+	told := w.requests("denied")
+	if len(told) != 1 || told[0].Prompt != "exec_command was denied: use the staging database" {
+		t.Fatalf("what the model was told: %s", cxLog(told))
+	}
+	if out := cxToolOutputs(t, told[0]); len(out) != 1 || !strings.Contains(out[0], "rejected by user") {
+		t.Fatalf("the tool output the model got: %q", out)
+	}
+	if d := doneOf(t, evs); d.Result != "understood the denial" {
+		t.Fatalf("result %q", d.Result)
+	}
+}
+
+// TestPERM2_CodexNoAnswerDeniedAtDeadline: a request nobody answers is
+// denied at its deadline, and the run goes on.
+func TestPERM2_CodexNoAnswerDeniedAtDeadline(t *testing.T) {
+	w := newCXWorld(t)
+	o := w.opts()
+	o.Control = drover.NewControl()
+	o.ApprovalTimeout = 1500 * time.Millisecond
+	start := time.Now()
+	evs := w.run(context.Background(), "SHELL touch late.txt", o, nil)
+	if d := doneOf(t, evs); d.Status != drover.StatusSuccess {
+		t.Fatalf("done %+v", d)
+	}
+	if time.Since(start) < o.ApprovalTimeout {
+		t.Fatal("the run ended before the deadline")
+	}
+	reqs := payloads[drover.PermissionRequestPayload](evs)
+	if len(reqs) != 1 || reqs[0].Deadline == 0 {
+		t.Fatalf("requests %+v", reqs)
+	}
+	if a := cxAnswers(evs); len(a) != 1 || a[0].By != drover.ByDeadline || a[0].Behavior != drover.Deny {
+		t.Fatalf("answers %+v", a)
+	}
+	if w.exists("late.txt") {
+		t.Fatal("an unanswered command ran")
+	}
+	if res := cxResults(evs, "exec_command"); len(res) != 1 || res[0].Status != drover.ToolDenied {
+		t.Fatalf("tool_result %+v", res)
+	}
+}
+
+// TestCTL1_CodexAlwaysNotAskedAgain: allowed "for the rest of the session",
+// a second identical command is not asked again (Codex's acceptForSession).
+func TestCTL1_CodexAlwaysNotAskedAgain(t *testing.T) {
+	w := newCXWorld(t)
+	var calls atomic.Int32
+	o := w.opts()
+	o.CanUseTool = answerAll(drover.PermissionDecision{Behavior: drover.Allow, Always: true}, &calls)
+	evs := w.run(context.Background(), "TWICE echo again >> twice.txt", o, nil)
+	if d := doneOf(t, evs); d.Status != drover.StatusSuccess || d.Result != "twice done" {
+		t.Fatalf("done %+v", d)
+	}
+	if n := len(payloads[drover.PermissionRequestPayload](evs)); n != 1 || calls.Load() != 1 {
+		t.Fatalf("%d permission requests, %d callback calls; want 1", n, calls.Load())
+	}
+	res := cxResults(evs, "exec_command")
+	if len(res) != 2 || res[0].Status != drover.ToolSuccess || res[1].Status != drover.ToolSuccess {
+		t.Fatalf("tool_results %+v", res)
+	}
+	if b, _ := os.ReadFile(filepath.Join(w.cwd, "twice.txt")); string(b) != "again\nagain\n" {
+		t.Fatalf("twice.txt = %q", b)
+	}
+}
+
+// TestPERM1_CodexLiveSupervisedEdits: in a live supervised run an edit in
+// the workspace is made without asking; one outside it is asked for, and
+// denied leaves no file.
+func TestPERM1_CodexLiveSupervisedEdits(t *testing.T) {
+	w := newCXWorld(t)
+	var calls atomic.Int32
+	o := w.opts()
+	o.CanUseTool = answerAll(drover.PermissionDecision{Behavior: drover.Deny}, &calls)
+	evs := w.run(context.Background(), "WRITE inside.txt", o, nil)
+	if n := len(payloads[drover.PermissionRequestPayload](evs)); n != 0 {
+		t.Fatalf("an edit in the workspace was asked for (%d requests)", n)
+	}
+	if b, _ := os.ReadFile(filepath.Join(w.cwd, "inside.txt")); string(b) != "written by the model\n" {
+		t.Fatalf("inside.txt = %q", b)
+	}
+	if res := cxResults(evs, "apply_patch"); len(res) != 1 || res[0].Status != drover.ToolSuccess {
+		t.Fatalf("tool_result %+v", res)
+	}
+
+	outside := filepath.Join(t.TempDir(), "outside.txt")
+	evs = w.run(context.Background(), "WRITE "+outside, o, nil)
+	reqs := payloads[drover.PermissionRequestPayload](evs)
+	if len(reqs) != 1 || reqs[0].ToolName != "apply_patch" || reqs[0].Input["path"] != outside {
+		t.Fatalf("requests %+v", reqs)
+	}
+	if _, err := os.Stat(outside); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("a denied edit outside the workspace was made: %v", err)
+	}
+	if res := cxResults(evs, "apply_patch"); len(res) != 1 || res[0].Status != drover.ToolDenied {
+		t.Fatalf("tool_result %+v", res)
+	}
+}
+
+// TestCTL3_CodexSteerReachesModel: a message steered into a running turn
+// reaches the model (fakemodel's log), which answers it in the same run.
+func TestCTL3_CodexSteerReachesModel(t *testing.T) {
+	w := newCXWorld(t)
+	o := w.opts()
+	ctl := drover.NewControl()
+	o.Control = ctl
+	var once sync.Once
+	evs := w.run(context.Background(), "SLOW please", o, func(ev drover.Event) {
+		if ev.Type == "codex:turn_started" {
+			once.Do(func() {
+				if err := ctl.Steer("STEERED: look at the tests first", "test"); err != nil {
+					t.Errorf("steer: %v", err)
+				}
+			})
+		}
+	})
+	d := doneOf(t, evs)
+	if d.Status != drover.StatusSuccess || d.Result != "the steer arrived" {
+		t.Fatalf("done %+v", d)
+	}
+	if s := payloads[drover.SteerPayload](evs); len(s) != 1 || s[0].By != "test" {
+		t.Fatalf("steer events %+v", s)
+	}
+	got := w.requests("steered")
+	if len(got) != 1 || got[0].Prompt != "STEERED: look at the tests first" || !slices.Contains(got[0].UserTexts, "SLOW please") {
+		t.Fatalf("the model did not get the steering message in the turn: %s", cxLog(got))
+	}
+}
+
+// TestCTL3_CodexInterruptThenResume: an interrupt ends the turn (done
+// interrupted, with the thread as resume token, the process gone); a new
+// run resuming it continues the thread.
+func TestCTL3_CodexInterruptThenResume(t *testing.T) {
+	w := newCXWorld(t)
+	o := w.opts()
+	ctl := drover.NewControl()
+	o.Control = ctl
+	var once sync.Once
+	start := time.Now()
+	evs := w.run(context.Background(), "STALL for two minutes", o, func(ev drover.Event) {
+		if ev.Type == "codex:turn_started" {
+			once.Do(func() {
+				if err := ctl.Interrupt("test"); err != nil {
+					t.Errorf("interrupt: %v", err)
+				}
+			})
+		}
+	})
+	d := doneOf(t, evs)
+	if d.Status != drover.StatusInterrupted || !uuidLike(d.ResumeToken) {
+		t.Fatalf("done %+v", d)
+	}
+	if time.Since(start) > time.Minute {
+		t.Fatal("the interrupt did not end the turn")
+	}
+	if n := len(payloads[drover.InterruptPayload](evs)); n != 1 {
+		t.Fatalf("%d interrupt events", n)
+	}
+
+	o2 := w.opts()
+	o2.Resume = d.ResumeToken
+	o2.Control = drover.NewControl()
+	evs = w.run(context.Background(), "SAY continued", o2, nil)
+	d2 := doneOf(t, evs)
+	if d2.Status != drover.StatusSuccess || d2.Result != "continued" || d2.ResumeToken != d.ResumeToken {
+		t.Fatalf("resumed done %+v (first %s)", d2, d.ResumeToken)
+	}
+	got := w.requests("say")
+	if len(got) != 1 || !slices.Equal(got[0].UserTexts, []string{"STALL for two minutes", "SAY continued"}) {
+		t.Fatalf("the resumed thread lost its history: %s", cxLog(got))
+	}
+}
+
+// TestCTL3_CodexCancelWhilePending: cancelling the run while a permission
+// request waits ends it (done interrupted), the command never runs, and no
+// codex process is left.
+func TestCTL3_CodexCancelWhilePending(t *testing.T) {
+	w := newCXWorld(t)
+	o := w.opts()
+	o.Control = drover.NewControl()
+	o.ApprovalTimeout = time.Minute
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	evs := w.run(ctx, "SHELL touch never.txt", o, func(ev drover.Event) {
+		if ev.Type == drover.TypePermissionRequest {
+			cancel()
+		}
+	})
+	if d := doneOf(t, evs); d.Status != drover.StatusInterrupted {
+		t.Fatalf("done %+v", d)
+	}
+	if a := cxAnswers(evs); len(a) != 1 || a[0].By != drover.ByRunEnd {
+		t.Fatalf("answers %+v", a)
+	}
+	if w.exists("never.txt") {
+		t.Fatal("the pending command ran")
+	}
+}
+
+// cxLog shows what the model received in reqs (not the request bodies).
+func cxLog(reqs []fakemodel.Request) string {
+	var b strings.Builder
+	for _, r := range reqs {
+		fmt.Fprintf(&b, "\n  rule %s step %d: prompt %q, user texts %q, tool results %+v", r.Rule, r.Step, r.Prompt, r.UserTexts, r.ToolResults)
+	}
+	return b.String()
+}
+
+// cxToolOutputs returns the tool outputs anywhere in a Responses request's
+// input (fakemodel's ToolResults has only those after the prompt).
+func cxToolOutputs(t *testing.T, r fakemodel.Request) []string {
+	t.Helper()
+	var body struct {
+		Input []struct {
+			Type   string          `json:"type"`
+			Output json.RawMessage `json:"output"`
+		} `json:"input"`
+	}
+	if err := json.Unmarshal(r.Body, &body); err != nil {
+		t.Fatalf("request body: %v", err)
+	}
+	var out []string
+	for _, it := range body.Input {
+		if strings.HasSuffix(it.Type, "_output") {
+			var s string
+			if json.Unmarshal(it.Output, &s) != nil {
+				s = string(it.Output)
+			}
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// uuidLike reports whether s looks like a Codex thread id.
+func uuidLike(s string) bool {
+	parts := strings.Split(s, "-")
+	if len(parts) != 5 {
+		return false
+	}
+	for _, p := range parts {
+		if _, err := strconv.ParseUint(p, 16, 64); err != nil {
+			return false
+		}
+	}
+	return true
+}
