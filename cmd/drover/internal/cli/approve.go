@@ -50,6 +50,9 @@ recorded it and says who answered first. Exit status 1 when another answer
 			d := drover.PermissionDecision{Behavior: b, Message: message, Always: always}
 			return e.withRuns(ctx, db, args[:1], func(sup *runs.Supervisor, st store.Store) error {
 				run := args[0]
+				if r, err := st.GetRun(ctx, run); err == nil && r.Status.Terminal() {
+					return controlError(run, drover.ErrNotLive)
+				}
 				req, err := pickRequest(ctx, sup, run, args[1:])
 				if err != nil {
 					return err

@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -96,6 +97,8 @@ func fakeClaude(mode string) {
 			out(textLine(fmt.Sprintf("drip %d", i)))
 			time.Sleep(20 * time.Millisecond)
 		}
+	case "ask", "ask-wait":
+		askingClaude(mode, out)
 	case "slow-then-ok":
 		out(initLine)
 		for range 5 {
@@ -103,6 +106,72 @@ func fakeClaude(mode string) {
 			out(`{"type":"system","subtype":"status","status":"thinking"}`)
 		}
 		out(textLine("done slowly"), resultLine)
+	}
+}
+
+// askingClaude speaks Claude Code's interactive protocol (stream-json on
+// stdin, --permission-prompt-tool stdio): it asks to run `make`, runs it or
+// not as the control_response says, then (ask) ends its turn, or
+// (ask-wait) echoes every user message until one says "stop". An
+// interrupt ends the turn at once.
+func askingClaude(mode string, out func(...string)) {
+	in := bufio.NewScanner(os.Stdin)
+	in.Buffer(nil, 16<<20)
+	in.Scan() // the prompt
+	out(initLine,
+		`{"type":"assistant","message":{"id":"m1","content":[{"type":"tool_use","id":"tu1","name":"Bash","input":{"command":"make"}}]},"session_id":"11111111-2222-4333-8444-555555555555"}`,
+		`{"type":"control_request","request_id":"req-1","request":{"subtype":"can_use_tool","tool_name":"Bash","input":{"command":"make"},"tool_use_id":"tu1","description":"build it"}}`)
+	result := func(content string, isError bool) string {
+		c, _ := json.Marshal(content)
+		return fmt.Sprintf(`{"type":"user","message":{"content":[{"type":"tool_result","tool_use_id":"tu1","content":%s,"is_error":%t}]},"session_id":"11111111-2222-4333-8444-555555555555"}`, c, isError)
+	}
+	for in.Scan() {
+		var m struct {
+			Type    string `json:"type"`
+			Message struct {
+				Content json.RawMessage `json:"content"`
+			} `json:"message"`
+			Request struct {
+				Subtype string `json:"subtype"`
+			} `json:"request"`
+			RequestID string `json:"request_id"`
+			Response  struct {
+				Response struct {
+					Behavior string `json:"behavior"`
+					Message  string `json:"message"`
+				} `json:"response"`
+			} `json:"response"`
+		}
+		if json.Unmarshal(in.Bytes(), &m) != nil {
+			continue
+		}
+		switch {
+		case m.Type == "control_response":
+			if r := m.Response.Response; r.Behavior == "allow" {
+				out(result("made", false))
+			} else {
+				out(result(r.Message, true))
+			}
+			if mode == "ask" {
+				out(textLine("built"), resultLine)
+			}
+		case m.Type == "user":
+			var blocks []struct{ Text string }
+			json.Unmarshal(m.Message.Content, &blocks)
+			text := ""
+			if len(blocks) > 0 {
+				text = blocks[0].Text
+			} else {
+				json.Unmarshal(m.Message.Content, &text)
+			}
+			out(textLine("heard: " + text))
+			if text == "stop" {
+				out(resultLine)
+			}
+		case m.Type == "control_request" && m.Request.Subtype == "interrupt":
+			out(`{"type":"control_response","response":{"subtype":"success","request_id":"`+m.RequestID+`"}}`,
+				`{"type":"result","subtype":"error_during_execution","is_error":true,"duration_ms":5,"num_turns":1,"session_id":"11111111-2222-4333-8444-555555555555","total_cost_usd":0.001,"usage":{"input_tokens":3,"output_tokens":2}}`)
+		}
 	}
 }
 
@@ -125,11 +194,25 @@ func runCLIPidfile(t *testing.T, ctx context.Context, pidfile, mode string, args
 	// A race-enabled fake would otherwise sleep 1 s at exit.
 	t.Setenv("GORACE", "atexit_sleep_ms=0")
 	var out, errb bytes.Buffer
-	code = Run(ctx, args, strings.NewReader(""), &out, &errb)
+	code = Run(ctx, args, stdinOf(ctx), &out, &errb)
 	if data, err := os.ReadFile(pidfile); err == nil {
 		pid, _ = strconv.Atoi(string(data))
 	}
 	return code, out.String(), errb.String(), pid
+}
+
+type stdinKey struct{}
+
+// withStdin makes runCLI give drover in as its stdin.
+func withStdin(ctx context.Context, in io.Reader) context.Context {
+	return context.WithValue(ctx, stdinKey{}, in)
+}
+
+func stdinOf(ctx context.Context) io.Reader {
+	if in, ok := ctx.Value(stdinKey{}).(io.Reader); ok {
+		return in
+	}
+	return strings.NewReader("")
 }
 
 func decodeEvents(t *testing.T, stdout string) []drover.Event {
