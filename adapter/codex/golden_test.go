@@ -11,23 +11,34 @@ import (
 	"github.com/drover-run/drover"
 	"github.com/drover-run/drover/internal/runner"
 	"github.com/drover-run/drover/internal/uestest"
+	"github.com/google/go-cmp/cmp"
 )
 
 var update = flag.Bool("update", false, "rewrite .golden files from the captured native streams")
 
-// captureMeta is Codex's own part of a capture's .meta.json.
+// captureMeta is Codex's own part of a capture's .meta.json; the live
+// (app-server) fields are liveMeta's (capture_test.go).
 type captureMeta struct {
-	Tier            string   `json:"tier"`
-	DisallowedTools []string `json:"disallowedTools"`
+	Tier            string     `json:"tier"`
+	DisallowedTools []string   `json:"disallowedTools"`
+	Mode            string     `json:"mode"`
+	Prompt          string     `json:"prompt"`
+	PartialText     bool       `json:"partialText"`
+	Resume          string     `json:"resume"`
+	Live            []liveStep `json:"live"`
 }
 
 // replayer drives the translator over a capture configured as it was run:
 // its tier and tool filter, resume and model from its arguments, and its
-// trimmed rollout file, if captured, where Finish looks for it.
+// trimmed rollout file, if captured, where Finish looks for it. A live
+// capture is replayed through a conversation (replayConv).
 var replayer = uestest.Replayer{Agent: ID, New: func(t testing.TB, c uestest.Capture, s runner.Stamp) runner.Translator {
 	var m captureMeta
 	if err := c.Meta.Decode(&m); err != nil {
 		t.Fatalf("%s: %v", c.Path, err)
+	}
+	if m.Mode == "app-server" {
+		return newReplayConv(t, c, s, m)
 	}
 	opts := drover.Options{Tier: drover.Tier(m.Tier), DisallowedTools: m.DisallowedTools}
 	info := runInfo{
@@ -44,7 +55,86 @@ var replayer = uestest.Replayer{Agent: ID, New: func(t testing.TB, c uestest.Cap
 	return newTranslator(s, info)
 }}
 
-var goldenThreadRe = regexp.MustCompile(`"thread_id":"([0-9a-f-]{36})"`)
+var goldenThreadRe = regexp.MustCompile(`"thread(?:_id|Id)":"([0-9a-f-]{36})"`)
+
+// replayConv drives a conversation over a live capture the way the runner
+// did: Open first; after each line, Outbox; each recorded input passed on
+// after the recorded number of lines, its event following (as the runner
+// yields it), then Outbox. What it wrote must be the capture's
+// <name>.sent.jsonl, checked at Finish.
+type replayConv struct {
+	t       testing.TB
+	path    string
+	c       *conversation
+	live    []liveStep
+	lines   int
+	sent    []byte
+	pending []drover.Event // events of inputs passed before the first line
+}
+
+func newReplayConv(t testing.TB, c uestest.Capture, s runner.Stamp, m captureMeta) *replayConv {
+	opts := drover.Options{Tier: drover.Tier(m.Tier), PartialText: m.PartialText, Resume: m.Resume}
+	info := runInfo{resume: m.Resume != "", cwd: "/ws", tier: opts.EffectiveTier(), tools: offeredTools(opts),
+		removed: removedTools(opts), codexHome: rolloutHome(t, c)}
+	r := &replayConv{t: t, path: c.Path, c: newConversation(s, info, m.Prompt, opts), live: m.Live}
+	open, err := r.c.Open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.sent = open
+	r.pending = r.pass()
+	return r
+}
+
+// pass passes on the inputs due after the lines translated so far.
+func (r *replayConv) pass() []drover.Event {
+	var evs []drover.Event
+	for len(r.live) > 0 && r.live[0].After <= r.lines {
+		in := r.live[0].Input
+		r.live = r.live[1:]
+		out, err := r.c.Pass(in)
+		if err != nil {
+			r.t.Errorf("%s: input after line %d refused: %v", r.path, r.lines, err)
+			continue
+		}
+		r.sent = append(r.sent, out...)
+		ev := in.Event()
+		ev.Agent, ev.SessionID, ev.Timestamp = r.c.Agent, r.c.SessionID, r.c.Now().UnixMilli()
+		evs = append(evs, ev)
+		r.outbox()
+	}
+	return evs
+}
+
+func (r *replayConv) outbox() {
+	out, _ := r.c.Outbox()
+	r.sent = append(r.sent, out...)
+}
+
+func (r *replayConv) Translate(line []byte) ([]drover.Event, error) {
+	evs, err := r.c.Translate(line)
+	r.lines++
+	r.outbox()
+	evs = append(r.pending, evs...)
+	r.pending = nil
+	return append(evs, r.pass()...), err
+}
+
+func (r *replayConv) Finished() bool { return r.c.Finished() }
+
+func (r *replayConv) Finish(exit runner.Exit) ([]drover.Event, bool) {
+	want, err := os.ReadFile(r.path + ".sent.jsonl")
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	if diff := cmp.Diff(string(want), string(r.sent)); diff != "" {
+		r.t.Errorf("%s: what the conversation wrote (-captured +replayed):\n%s", r.path, diff)
+	}
+	if len(r.live) > 0 {
+		r.t.Errorf("%s: %d recorded inputs never passed on", r.path, len(r.live))
+	}
+	return r.c.Finish(exit)
+}
 
 // rolloutHome returns a CODEX_HOME holding c's <name>.rollout.jsonl as its
 // thread's rollout, or "" when none was captured.
@@ -83,6 +173,7 @@ func i64(n int64) *int64 { return &n }
 func TestADP2_GoldenSemantics(t *testing.T) {
 	tu := []drover.EventType{"init", "tool_use", "tool_result", "text", "done"}
 	te := []drover.EventType{"init", "codex:turn_started", "error", "done"}
+	asked := []drover.EventType{"init", "tool_use", "permission_request", "drover:permission_answer", "tool_result", "text", "done"}
 	cases := map[string]uestest.Expect{
 		"text":                            {Types: []drover.EventType{"init", "codex:turn_started", "text", "done"}, Status: drover.StatusSuccess, Usage: &drover.Usage{InputTokens: 10, OutputTokens: 5, Turns: i64(1)}},
 		"thinking":                        {Types: []drover.EventType{"init", "thinking", "text", "done"}, Status: drover.StatusSuccess},
@@ -115,6 +206,26 @@ func TestADP2_GoldenSemantics(t *testing.T) {
 		"mcp_tool":           {Types: tu, Status: drover.StatusSuccess, ToolState: drover.ToolSuccess, ToolName: "mcp__echo__echo"},
 		"mcp_needs_approval": {Types: tu, Status: drover.StatusSuccess, ToolState: drover.ToolDenied, ToolName: "mcp__echo__echo"},
 		"unknown_model":      {Types: []drover.EventType{"init", "codex:error", "codex:turn_started", "text", "done"}, Status: drover.StatusSuccess},
+
+		// Live runs (codex app-server); asked calls: tool_use, then the
+		// request, its answer (the runner's event once passed on), the result.
+		"live_text":                {Types: []drover.EventType{"init", "codex:turn_started", "text", "done"}, Status: drover.StatusSuccess, Result: "hello from the app-server", Usage: &drover.Usage{InputTokens: 10, OutputTokens: 5, Turns: i64(1)}},
+		"live_text_partial":        {Types: []drover.EventType{"init", "text_delta", "text_delta", "text_delta", "text", "done"}, Status: drover.StatusSuccess, Result: "streamed in a few words"},
+		"live_thinking":            {Types: []drover.EventType{"init", "thinking", "text", "done"}, Status: drover.StatusSuccess},
+		"live_shell_allowed":       {Types: asked, Status: drover.StatusSuccess, ToolState: drover.ToolSuccess, ToolName: "exec_command", Usage: &drover.Usage{InputTokens: 20, OutputTokens: 10, ToolUses: 1, Turns: i64(2)}},
+		"live_shell_denied":        {Types: asked, Status: drover.StatusSuccess, ToolState: drover.ToolDenied, ToolName: "exec_command", Result: "understood the denial"},
+		"live_shell_always":        {Types: append(slices.Clone(asked[:5]), "tool_use", "tool_result", "text", "done"), Status: drover.StatusSuccess, ToolState: drover.ToolSuccess, ToolName: "exec_command", Usage: &drover.Usage{InputTokens: 30, OutputTokens: 15, ToolUses: 2, Turns: i64(3)}},
+		"live_escalation":          {Types: asked, Status: drover.StatusSuccess, ToolState: drover.ToolSuccess, ToolName: "exec_command"},
+		"live_edit_inside":         {Types: []drover.EventType{"init", "tool_use", "codex:auto_approved", "tool_result", "codex:file_change", "text", "done"}, Status: drover.StatusSuccess, ToolState: drover.ToolSuccess, ToolName: "apply_patch"},
+		"live_edit_outside":        {Types: asked, Status: drover.StatusSuccess, ToolState: drover.ToolSuccess, ToolName: "apply_patch"},
+		"live_mcp_allowed":         {Types: asked, Status: drover.StatusSuccess, ToolState: drover.ToolSuccess, ToolName: "mcp__echo__echo"},
+		"live_dryrun_patch_denied": {Types: []drover.EventType{"init", "text", "tool_use", "tool_result", "done"}, Status: drover.StatusSuccess, ToolState: drover.ToolDenied, ToolName: "apply_patch"},
+		"live_steer":               {Types: []drover.EventType{"init", "codex:turn_started", "drover:steer", "text", "done"}, Status: drover.StatusSuccess, Result: "the steer arrived"},
+		"live_interrupt":           {Types: []drover.EventType{"init", "codex:turn_started", "drover:interrupt", "done"}, Status: drover.StatusInterrupted},
+		"live_resume":              {Types: []drover.EventType{"init", "text", "done"}, Status: drover.StatusSuccess, Result: "continued", Usage: &drover.Usage{InputTokens: 10, OutputTokens: 5, Turns: i64(1)}},
+		"live_resume_unknown":      {Rejected: true},
+		"live_err_429":             {Types: []drover.EventType{"init", "codex:error", "error", "done"}, Status: drover.StatusError, ErrCode: drover.CodeRateLimited, HTTP: 429},
+		"live_err_500":             {Types: []drover.EventType{"init", "codex:error", "error", "done"}, Status: drover.StatusError, ErrCode: drover.CodeServerError},
 	}
 	replayer.Semantics(t, uestest.Semantics{Version: TestedVersions, Cases: cases, Complete: true, InitFirst: true,
 		ResumeToken: uuidRe, Check: checkCase})
@@ -122,15 +233,28 @@ func TestADP2_GoldenSemantics(t *testing.T) {
 
 // checkCase asserts what only Codex promises: no cost (it reports none),
 // and the descriptions drover.DescribeTool gives, except a shell command's,
-// which shows the script inside Codex's shell wrapper.
+// which shows the script inside Codex's shell wrapper; in live runs, a
+// permission request is about a tool call already in the stream, has a
+// request id of its own, and each answer is to an earlier request.
 func checkCase(t testing.TB, name string, _ uestest.Expect, evs []drover.Event) {
+	uses, asked := map[string]bool{}, map[string]bool{}
 	for _, ev := range evs {
 		switch p := ev.Payload.(type) {
+		case drover.PermissionRequestPayload:
+			if !uses[p.ToolUseID] || p.RequestID == "" || asked[p.RequestID] {
+				t.Errorf("%s: permission request %+v: not about an earlier tool_use, or its id is not its own", name, p)
+			}
+			asked[p.RequestID] = true
+		case drover.PermissionAnswerPayload:
+			if !asked[p.RequestID] {
+				t.Errorf("%s: answer to %q, which was not asked", name, p.RequestID)
+			}
 		case drover.DonePayload:
 			if p.Usage.TotalCostUSD != nil {
 				t.Errorf("%s: codex reports no cost, got %v", name, *p.Usage.TotalCostUSD)
 			}
 		case drover.ToolUsePayload:
+			uses[p.ToolUseID] = true
 			if p.ToolName != "exec_command" && p.Description != drover.DescribeTool(p.ToolName, p.Input) {
 				t.Errorf("%s: description %q", name, p.Description)
 			}
@@ -147,6 +271,18 @@ func FuzzTranslate(f *testing.F) {
 			Stderr: "ERROR codex_core::tools::router: error=unsupported call: x"},
 		uestest.FuzzSeed{Line: []byte(`{"type":"turn.completed"}`), Code: 1,
 			Stderr: "ERROR codex_core::tools::router: error=patch rejected: y"})
+}
+
+// FuzzTranslateAppServer feeds arbitrary JSON-RPC lines to a live run's
+// conversation (supervised, with text deltas), then Finish.
+func FuzzTranslateAppServer(f *testing.F) {
+	uestest.Fuzz(f, func() runner.Translator {
+		opts := drover.Options{Tier: drover.TierSupervised, PartialText: true}
+		return newConversation(uestest.Stamp(ID), runInfo{tier: drover.TierSupervised}, "p", opts)
+	},
+		uestest.FuzzSeed{Line: []byte(`{"method":"item/fileChange/requestApproval","id":7,"params":{"itemId":"x"}}`)},
+		uestest.FuzzSeed{Line: []byte(`{"method":"turn/completed","params":{"turn":{"status":"failed","error":{"message":"m","codexErrorInfo":{"a":{"httpStatusCode":503}}}}}}`)},
+		uestest.FuzzSeed{Line: []byte(`{"id":1,"error":{"code":-32600,"message":"no rollout found for thread id x"}}`)})
 }
 
 // TestADP5_ResumeRejectionDetected: with a resume token, the captured
