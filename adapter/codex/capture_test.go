@@ -145,7 +145,9 @@ func (c liveCapture) capture(t *testing.T, bin, url, home string) string {
 		Control: drover.NewControl(), ApprovalTimeout: time.Minute, Timeout: time.Minute}
 	if c.answer != nil {
 		d := *c.answer
-		opts.CanUseTool = func(context.Context, drover.PermissionRequestPayload) (drover.PermissionDecision, error) { return d, nil }
+		opts.CanUseTool = func(context.Context, drover.PermissionRequestPayload) (drover.PermissionDecision, error) {
+			return d, nil
+		}
 	}
 	prompt := strings.ReplaceAll(c.prompt, "HOME", home)
 	ra := &recordingAdapter{inner: New(), args: c.args}
