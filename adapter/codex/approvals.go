@@ -69,6 +69,7 @@ func (c *conversation) serverRequest(m rpcMessage, raw []byte) []drover.Event {
 		var p struct {
 			ItemID     string          `json:"itemId"`
 			ApprovalID string          `json:"approvalId"`
+			Kind       string          `json:"kind"`
 			Command    string          `json:"command"`
 			Cwd        string          `json:"cwd"`
 			Reason     string          `json:"reason"`
@@ -76,6 +77,9 @@ func (c *conversation) serverRequest(m rpcMessage, raw []byte) []drover.Event {
 		}
 		_ = json.Unmarshal(m.Params, &p)
 		a.tool = "exec_command"
+		if p.Kind == "writeStdin" {
+			a.tool = "write_stdin" // input to a command already running
+		}
 		// The script inside Codex's shell wrapper: what rules match.
 		input := map[string]any{"command": unwrapShell(p.Command)}
 		if p.Cwd != "" {
@@ -85,8 +89,10 @@ func (c *conversation) serverRequest(m rpcMessage, raw []byte) []drover.Event {
 		if json.Unmarshal(p.Network, &network) == nil && network != nil {
 			input["network"] = network
 		}
-		req = drover.PermissionRequestPayload{ToolUseID: p.ItemID, Input: input, Reason: p.Reason,
-			Description: describeCommand(p.Command)}
+		req = drover.PermissionRequestPayload{ToolUseID: p.ItemID, Input: input, Reason: p.Reason}
+		if a.tool == "exec_command" {
+			req.Description = describeCommand(p.Command)
+		}
 		hint = p.ItemID
 		if p.ApprovalID != "" {
 			hint += "/" + p.ApprovalID
