@@ -15,20 +15,26 @@ import (
 // dryRunTools are the only native tools offered in the dry-run tier.
 var dryRunTools = []string{"Read", "Glob", "Grep"}
 
-// Capabilities reports every option Claude Code honours; it enforces all four tiers.
+// Capabilities reports every option Claude Code honours; it enforces all
+// four tiers, and in a run that can be answered or steered it asks for
+// approvals (supervised), takes steering messages and can be interrupted.
 func (a *Adapter) Capabilities() drover.Capabilities {
 	return drover.Capabilities{
 		MaxTurns: true, MaxBudget: true, Resume: true, Fork: true,
 		AllowedTools: true, DisallowedTools: true, AddDirs: true, SystemPrompt: true,
 		PartialText: true, Thinking: true, Cost: true, ConfigDir: true, Endpoint: true, APIRetries: true,
+		Permissions: true, Steer: true, Interrupt: true,
 		Tiers: drover.Tiers(),
 	}
 }
 
-// Prepare builds one claude process: flags from the options, the prompt on
-// stdin, and the environment.
+// Prepare builds one claude process: flags from the options, and the
+// environment. With req.Live, Claude runs as a conversation (LiveArgs: the
+// prompt and what passes in as stream-json on stdin); without, headless
+// with the prompt on stdin (Args).
 func (a *Adapter) Prepare(req drover.Request) (*runner.Launch, error) {
-	args, err := Args(req.Options)
+	live := req.Live != nil
+	args, err := args(req.Options, live)
 	if err != nil {
 		return nil, err
 	}
@@ -36,8 +42,11 @@ func (a *Adapter) Prepare(req drover.Request) (*runner.Launch, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &runner.Launch{Args: args, Env: env, Stdin: req.Prompt,
-		Translator: newTranslator(a.Stamp(req), req.Options.Resume != "")}, nil
+	tr := newTranslator(a.Stamp(req), req.Options.Resume != "")
+	if live {
+		return &runner.Launch{Args: args, Env: env, Translator: newConversation(tr, req.Prompt)}, nil
+	}
+	return &runner.Launch{Args: args, Env: env, Stdin: req.Prompt, Translator: tr}, nil
 }
 
 // Adapter runs Claude Code. The zero value is not usable; call New.
@@ -50,11 +59,24 @@ func New() *Adapter {
 	return runner.New(&Adapter{}, runner.Spec{ID: ID, Command: "claude", BinaryEnv: BinaryEnv, TestedVersions: []string{TestedVersions}})
 }
 
-// Args returns the claude command-line arguments for opts (the prompt goes on
-// stdin). It is exported so the flag mapping can be read and tested.
-func Args(opts drover.Options) ([]string, error) {
+// Args returns the claude command-line arguments for opts in a headless
+// run (the prompt goes on stdin). It is exported so the flag mapping can be
+// read and tested.
+func Args(opts drover.Options) ([]string, error) { return args(opts, false) }
+
+// LiveArgs returns the claude command-line arguments for opts in a run that
+// can be answered or steered: stream-json in both directions, each message
+// of drover's echoed back when Claude takes it, and in supervised the
+// permission prompts on stdio (LiveTierArgs).
+func LiveArgs(opts drover.Options) ([]string, error) { return args(opts, true) }
+
+func args(opts drover.Options, live bool) ([]string, error) {
 	args := []string{"-p", "--output-format", "stream-json", "--verbose"}
 	tierArgs, err := TierArgs(opts.EffectiveTier())
+	if live {
+		args = []string{"-p", "--input-format", "stream-json", "--output-format", "stream-json", "--verbose", "--replay-user-messages"}
+		tierArgs, err = LiveTierArgs(opts.EffectiveTier())
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -133,6 +155,20 @@ func TierArgs(tier drover.Tier) ([]string, error) {
 		return []string{"--permission-mode", "bypassPermissions"}, nil
 	}
 	return nil, &drover.Error{Code: drover.CodeUnsupportedOption, Message: fmt.Sprintf("unknown tier %q", tier)}
+}
+
+// LiveTierArgs returns the permission flags of tier in a run that can be
+// answered (PERM-1, PERM-2): as TierArgs, except that supervised asks
+// instead of denying: the default permission mode with Claude's questions
+// sent as control requests on stdout (--permission-prompt-tool stdio),
+// keeping the workspace-edit allowance, so that exactly the calls TierArgs
+// denies are asked. The other tiers ask nothing: what they deny is denied.
+func LiveTierArgs(tier drover.Tier) ([]string, error) {
+	if tier == drover.TierSupervised {
+		return []string{"--setting-sources", "", "--permission-mode", "default", "--allowedTools", "Edit(./**)",
+			"--permission-prompt-tool", "stdio"}, nil
+	}
+	return TierArgs(tier)
 }
 
 // env builds the claude process environment.

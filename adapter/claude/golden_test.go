@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"flag"
 	"os"
+	"strings"
 	"testing"
 
 	"github.com/drover-run/drover"
@@ -14,8 +15,13 @@ import (
 var update = flag.Bool("update", false, "rewrite .golden files from the captured native streams")
 
 // replayer drives the translator over the captures; none was run with a
-// resume token.
-var replayer = uestest.Replayer{Agent: ID, New: func(_ testing.TB, _ uestest.Capture, s runner.Stamp) runner.Translator {
+// resume token. A live capture (one with what drover wrote) is replayed as
+// the conversation it was (liveReplay).
+var replayer = uestest.Replayer{Agent: ID, New: func(t testing.TB, c uestest.Capture, s runner.Stamp) runner.Translator {
+	var m liveMeta
+	if c.Meta.Decode(&m) == nil && len(m.Stdin) > 0 {
+		return &liveReplay{t: t, name: c.Name, conv: newConversation(newTranslator(s, false), m.prompt(t)), meta: m, stamp: s, closedAt: -1}
+	}
 	return newTranslator(s, false)
 }}
 
@@ -56,8 +62,49 @@ func TestADP2_GoldenSemantics(t *testing.T) {
 		"supervised_touch_denied":  {Types: []drover.EventType{"tool_use", "tool_result", "done"}, Status: drover.StatusSuccess, ToolState: drover.ToolDenied},
 		"autonomous_bash":          {Types: []drover.EventType{"tool_use", "tool_result", "done"}, Status: drover.StatusSuccess, ToolState: drover.ToolSuccess},
 		"agent_background":         {Types: []drover.EventType{"init", "tool_use", "tool_result", "claude-code:init", "text", "done"}, Status: drover.StatusSuccess},
+
+		// Interactive runs (captured by e2e/interactive_claude_test.go).
+		"live_allow": {Types: []drover.EventType{"init", "tool_use", "permission_request", "drover:permission_answer", "tool_result", "text", "done"},
+			Status: drover.StatusSuccess, ToolState: drover.ToolSuccess, ToolName: "Bash"},
+		"live_deny": {Types: []drover.EventType{"tool_use", "permission_request", "drover:permission_answer", "tool_result", "text", "done"},
+			Status: drover.StatusSuccess, ToolState: drover.ToolDenied, ToolName: "Bash"},
+		"live_deadline": {Types: []drover.EventType{"permission_request", "drover:permission_answer", "tool_result", "done"},
+			Status: drover.StatusSuccess, ToolState: drover.ToolDenied, ToolName: "Bash"},
+		"live_always": {Types: []drover.EventType{"permission_request", "drover:permission_answer", "tool_result", "tool_use", "tool_result", "done"},
+			Status: drover.StatusSuccess, ToolState: drover.ToolSuccess, ToolName: "Bash"},
+		"live_steer_tool": {Types: []drover.EventType{"init", "tool_use", "drover:steer", "tool_result", "text", "done"},
+			Status: drover.StatusSuccess, ToolState: drover.ToolSuccess},
+		"live_steer_queued": {Types: []drover.EventType{"init", "drover:steer", "text", "claude-code:init", "permission_request", "drover:permission_answer", "tool_result", "text", "done"},
+			Status: drover.StatusSuccess, ToolState: drover.ToolSuccess},
+		"live_interrupt":       {Types: []drover.EventType{"init", "drover:interrupt", "done"}, Status: drover.StatusInterrupted},
+		"live_interrupt_asked": {Types: []drover.EventType{"permission_request", "drover:interrupt", "claude-code:control_cancel_request", "tool_result", "done"}, Status: drover.StatusInterrupted, ToolState: drover.ToolDenied},
+		"live_steer_interrupt_autonomous": {Types: []drover.EventType{"init", "drover:steer", "drover:interrupt", "claude-code:init", "text", "done"},
+			Status: drover.StatusSuccess, Result: "heard: are you there?"},
+		"live_steer_interrupt_dry_run": {Types: []drover.EventType{"init", "drover:steer", "drover:interrupt", "claude-code:init", "text", "done"},
+			Status: drover.StatusSuccess, Result: "heard: are you there?"},
+		"live_steer_interrupt_sandbox": {Types: []drover.EventType{"init", "drover:steer", "drover:interrupt", "claude-code:init", "text", "done"},
+			Status: drover.StatusSuccess, Result: "heard: are you there?"},
 	}
-	replayer.Semantics(t, uestest.Semantics{Version: TestedVersions, Cases: cases})
+	replayer.Semantics(t, uestest.Semantics{Version: TestedVersions, Cases: cases, Check: func(t testing.TB, name string, _ uestest.Expect, evs []drover.Event) {
+		if !strings.HasPrefix(name, "live_") {
+			return
+		}
+		asked := 0
+		for _, ev := range evs {
+			switch p := ev.Payload.(type) {
+			case drover.ErrorPayload:
+				t.Errorf("%s: an interactive run's control is not an error: %+v", name, p)
+			case drover.PermissionRequestPayload:
+				asked++
+				if p.RequestID == "" || p.Reason == "" || ev.Metadata["permissionSuggestions"] == nil {
+					t.Errorf("%s: permission request %+v %v", name, p, ev.Metadata)
+				}
+			}
+		}
+		if name == "live_always" && asked != 1 {
+			t.Errorf("%s: %d permission requests, want the repeated call not asked", name, asked)
+		}
+	}})
 }
 
 // FuzzTranslate feeds arbitrary lines to the decoder: agent output is

@@ -25,3 +25,19 @@ func TestADP3_OptionsToFlags(t *testing.T) {
 		t.Errorf("unknown tier: %v", err)
 	}
 }
+
+// TestPERM2_LiveOptionsToFlags: a run that can be answered or steered
+// speaks stream-json both ways and has its messages echoed; supervised
+// asks on stdio what the headless tier denies (the default permission
+// mode, the workspace-edit allowance kept); the other tiers keep their
+// flags.
+func TestPERM2_LiveOptionsToFlags(t *testing.T) {
+	base := "-p --input-format stream-json --output-format stream-json --verbose --replay-user-messages"
+	adaptertest.Flags(t, func(o drover.Options, _ string) ([]string, error) { return LiveArgs(o) }, []adaptertest.FlagCase{
+		{Name: "supervised asks", Options: drover.Options{}, Want: base +
+			` --setting-sources "" --permission-mode default --allowedTools Edit(./**) --permission-prompt-tool stdio`},
+		{Name: "sandbox", Options: drover.Options{Tier: drover.TierSandbox}, Want: base + ` --setting-sources "" --permission-mode dontAsk --tools ""`},
+		{Name: "dry-run", Options: drover.Options{Tier: drover.TierDryRun}, Want: base + ` --setting-sources "" --permission-mode dontAsk --tools Read,Glob,Grep`},
+		{Name: "autonomous", Options: drover.Options{Tier: drover.TierAutonomous, Resume: "abc"}, Want: base + " --permission-mode bypassPermissions --resume abc"},
+	})
+}

@@ -40,6 +40,26 @@ type line struct {
 
 	// system/permission_denied (2.1.330)
 	ToolUseID string `json:"tool_use_id"`
+
+	// a conversation (--input-format stream-json): control_request,
+	// control_cancel_request, control_response, and the echo of a user
+	// message of drover's (--replay-user-messages)
+	RequestID string          `json:"request_id"`
+	Request   *controlRequest `json:"request"`
+	IsReplay  bool            `json:"isReplay"`
+}
+
+// controlRequest is the request of a control_request line: Claude asking
+// whether it may use a tool (can_use_tool), or something drover does not
+// serve.
+type controlRequest struct {
+	Subtype               string          `json:"subtype"`
+	ToolName              string          `json:"tool_name"`
+	Input                 map[string]any  `json:"input"`
+	Description           string          `json:"description"`
+	PermissionSuggestions json.RawMessage `json:"permission_suggestions"`
+	DecisionReason        string          `json:"decision_reason"`
+	ToolUseID             string          `json:"tool_use_id"`
 }
 
 type message struct {
@@ -96,6 +116,17 @@ type translator struct {
 	apiError  string // text of Claude's synthetic API-error assistant message
 	sawInit   bool
 	sawResult bool
+	inTurn    bool // an init came after the last result: Claude is at work
+
+	// A conversation's state (see conversation); zero in a headless run.
+	live         bool
+	asked        map[string]askedCall // open can_use_tool requests by request id
+	cancelled    map[string]bool      // request ids Claude withdrew
+	steers       []string             // steering messages not echoed yet
+	interrupting bool                 // an interrupt was passed; its result is coming
+	interrupts   int
+	outbox       []byte
+	inputClosed  bool
 
 	// A run can print several result lines (one per segment when a
 	// background subagent reports back); the done of the last one, with
@@ -130,9 +161,14 @@ func (t *translator) Translate(raw []byte) ([]drover.Event, error) {
 	case "result":
 		if t.resume && !t.sawInit && isResumeRejection(l) {
 			t.rejected = true
+			t.inputClosed = t.live // nothing more to say to it
 			return nil, nil
 		}
 		evs = t.result(l)
+	case "control_request":
+		evs = t.controlRequest(l, raw)
+	case "control_cancel_request":
+		evs = t.controlCancel(l, raw)
 	default:
 		evs = []drover.Event{t.Extension(l.Type, raw)}
 	}
@@ -150,6 +186,7 @@ func (t *translator) Translate(raw []byte) ([]drover.Event, error) {
 func (t *translator) system(l line, raw []byte) []drover.Event {
 	switch l.Subtype {
 	case "init":
+		t.inTurn = true
 		if t.sawInit {
 			// A later segment of the same run (after a background task).
 			return []drover.Event{t.Extension("init", raw)}
@@ -225,6 +262,9 @@ func (t *translator) assistant(l line) []drover.Event {
 }
 
 func (t *translator) user(l line, raw []byte) []drover.Event {
+	if l.IsReplay {
+		t.echoed(l)
+	}
 	var evs []drover.Event
 	for _, b := range t.blocks(l) {
 		if b.Type != "tool_result" {
@@ -261,6 +301,8 @@ var denialMarkers = []string{
 	"was blocked. For security",
 	"while in plan mode",
 	"don't ask mode",
+	// Claude's question could not be answered: its input ended first.
+	"Tool permission stream closed",
 	// A tool removed from the session (tier or tool filter): refused by configuration.
 	"is disabled for this session",
 	"exists but is not enabled in this context",
@@ -318,6 +360,9 @@ func (t *translator) result(l line) []drover.Event {
 
 	status := drover.StatusSuccess
 	switch {
+	case t.interrupting && l.Subtype == "error_during_execution":
+		// The turn drover interrupted (CTL-3): the session goes on.
+		status = drover.StatusInterrupted
 	case l.Subtype == "error_max_turns":
 		status = drover.StatusMaxTurns
 	case l.Subtype == "error_max_budget_usd":
@@ -342,6 +387,14 @@ func (t *translator) result(l line) []drover.Event {
 		ev.Metadata["terminalReason"] = l.TerminalReason
 	}
 	t.final = &ev
+	t.inTurn, t.interrupting = false, false
+	// A conversation's stdin is closed once the turn is over, unless a
+	// steering message is still to come back as a turn of its own (Claude
+	// queues what comes while the model answers and takes it after this
+	// result): stdin must stay open for that turn's questions.
+	if t.live && len(t.steers) == 0 {
+		t.inputClosed = true
+	}
 	return evs
 }
 
@@ -362,8 +415,9 @@ func (t *translator) add(l line) {
 	}
 }
 
-// Finished reports whether a result line has arrived.
-func (t *translator) Finished() bool { return t.sawResult }
+// Finished reports whether a result line has arrived and no turn has
+// started since.
+func (t *translator) Finished() bool { return t.sawResult && !t.inTurn }
 
 // Finish returns the held done event, or reports a rejected resume: a
 // rejecting result line, or (older versions) only the stderr text.
