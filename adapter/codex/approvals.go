@@ -112,7 +112,7 @@ func (c *conversation) serverRequest(m rpcMessage, raw []byte) []drover.Event {
 			c.out = append(c.out, respond(m.ID, a.answer(true, false))...)
 			return []drover.Event{c.Extension("auto_approved", raw)}
 		}
-		input := map[string]any{"changes": changesInput(appItem{Type: "fileChange", Changes: changes}.exec().Changes)}
+		input := map[string]any{"changes": changesInput(appItem{item: item{Type: "fileChange"}, Changes: changes}.exec().Changes)}
 		if len(changes) == 1 {
 			input["path"] = changes[0].Path
 		}
@@ -217,8 +217,9 @@ func (c *conversation) mcpCall(server, tool string) string {
 // (and an allow with a changed input, which Codex cannot apply: the call is
 // declined) follows as a steering message the model reads in the same
 // turn. A steering message becomes turn/steer and an interrupt
-// turn/interrupt, sent once the turn has an id. An answer to no open
-// request, or steering after the turn ended, is refused.
+// turn/interrupt, sent once the turn has an id and Codex has recorded its
+// prompt. An answer to no open request, or steering after the turn ended,
+// is refused.
 func (c *conversation) Pass(in drover.LiveInput) ([]byte, error) {
 	switch {
 	case in.Answer != nil:
@@ -245,7 +246,7 @@ func (c *conversation) Pass(in drover.LiveInput) ([]byte, error) {
 		if c.turnDone || c.closeIn {
 			return nil, errors.New("the codex turn has ended")
 		}
-		if c.turnID == "" {
+		if !c.ready() {
 			c.waiting = append(c.waiting, in)
 			return nil, nil
 		}

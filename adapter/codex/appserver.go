@@ -151,7 +151,12 @@ type conversation struct {
 	started  bool           // the thread is known: events flow
 	held     []drover.Event // events before that (nothing is yielded from a rejected resume)
 	turnID   string
-	waiting  []drover.LiveInput // steering and interrupts waiting for the turn id
+	// recorded: Codex has recorded the turn's prompt (its userMessage item
+	// completed). Steering and interrupts wait for it: an interrupt that
+	// comes sooner drops the prompt from the thread (measured), and a
+	// resumed run would not see it.
+	recorded bool
+	waiting  []drover.LiveInput // steering and interrupts waiting for that
 	asks     map[string]*ask    // open approvals by request id
 	asked    map[string]bool    // request ids handed out
 	changes  map[string][]appChange
@@ -299,26 +304,30 @@ func (c *conversation) response(m rpcMessage, raw []byte) []drover.Event {
 		c.out = append(c.out, c.request(name, params)...)
 	case "thread/start", "thread/resume":
 		var r struct {
-			Thread struct {
-				ID string `json:"id"`
-			} `json:"thread"`
 			Model string `json:"model"`
 		}
 		_ = json.Unmarshal(m.Result, &r)
-		evs := c.startThread(r.Thread.ID, r.Model)
+		evs := c.startThread(idAt(m.Result, "thread"), r.Model)
 		c.out = append(c.out, c.request("turn/start", map[string]any{"threadId": c.threadID,
 			"input": []any{map[string]any{"type": "text", "text": c.prompt}}})...)
 		return evs
 	case "turn/start":
-		var r struct {
-			Turn struct {
-				ID string `json:"id"`
-			} `json:"turn"`
-		}
-		_ = json.Unmarshal(m.Result, &r)
-		c.turnStarted(r.Turn.ID)
+		c.turnStarted(idAt(m.Result, "turn"))
 	}
 	return nil
+}
+
+// idAt returns the id of the object at key in a JSON object (the thread
+// of {"thread":{"id":…}}), or "".
+func idAt(raw json.RawMessage, key string) string {
+	var outer map[string]json.RawMessage
+	var inner struct {
+		ID string `json:"id"`
+	}
+	if json.Unmarshal(raw, &outer) == nil {
+		_ = json.Unmarshal(outer[key], &inner)
+	}
+	return inner.ID
 }
 
 // startThread makes the thread known (once): the synthesized init, with
@@ -339,12 +348,24 @@ func (c *conversation) startThread(id, model string) []drover.Event {
 	return evs
 }
 
-// turnStarted learns the turn's id (once) and sends what waited for it.
+// turnStarted learns the turn's id (once).
 func (c *conversation) turnStarted(id string) {
 	if c.turnID != "" || id == "" {
 		return
 	}
 	c.turnID = id
+	c.sendWaiting()
+}
+
+// ready reports whether steering and interrupts can go to the turn now.
+func (c *conversation) ready() bool { return c.turnID != "" && c.recorded }
+
+// sendWaiting sends the steering and interrupts that waited, once the turn
+// is ready for them.
+func (c *conversation) sendWaiting() {
+	if !c.ready() {
+		return
+	}
 	for _, in := range c.waiting {
 		c.out = append(c.out, c.turnInput(in)...)
 	}
@@ -369,21 +390,9 @@ func (c *conversation) steer(text string) []byte {
 func (c *conversation) notification(m rpcMessage, raw []byte) []drover.Event {
 	switch m.Method {
 	case "thread/started":
-		var p struct {
-			Thread struct {
-				ID string `json:"id"`
-			} `json:"thread"`
-		}
-		_ = json.Unmarshal(m.Params, &p)
-		return c.startThread(p.Thread.ID, "")
+		return c.startThread(idAt(m.Params, "thread"), "")
 	case "turn/started":
-		var p struct {
-			Turn struct {
-				ID string `json:"id"`
-			} `json:"turn"`
-		}
-		_ = json.Unmarshal(m.Params, &p)
-		c.turnStarted(p.Turn.ID)
+		c.turnStarted(idAt(m.Params, "turn"))
 		return []drover.Event{c.Extension("turn_started", raw)}
 	case "item/started", "item/completed":
 		var p struct {
@@ -425,6 +434,10 @@ func (c *conversation) notification(m rpcMessage, raw []byte) []drover.Event {
 func (c *conversation) item(a appItem, started bool, raw []byte) []drover.Event {
 	switch a.Type {
 	case "userMessage":
+		if !started && !c.recorded {
+			c.recorded = true // the first is the prompt
+			c.sendWaiting()
+		}
 		return nil // the prompt and steering messages echoed: already in the stream
 	case "fileChange":
 		c.changes[a.ID] = a.Changes
@@ -552,27 +565,17 @@ func (c *conversation) Finish(exit runner.Exit) ([]drover.Event, bool) {
 	return append(evs, c.final(ro, exit)...), false
 }
 
-// appItem is the union of the fields drover reads from app-server items
-// (ThreadItem in its schema).
+// appItem is what drover reads from an app-server item (ThreadItem in its
+// schema): exec's item for the fields both name alike (id, type, text,
+// command, status, server, tool, arguments, result, error, query), and
+// the app-server's own names and shapes for the rest.
 type appItem struct {
-	ID               string          `json:"id"`
-	Type             string          `json:"type"`
-	Text             string          `json:"text"`
+	item
 	Summary          []string        `json:"summary"`
 	Content          json.RawMessage `json:"content"` // reasoning: strings; userMessage: parts
-	Command          string          `json:"command"`
 	AggregatedOutput *string         `json:"aggregatedOutput"`
 	ExitCode         *int            `json:"exitCode"`
-	Status           string          `json:"status"`
 	Changes          []appChange     `json:"changes"`
-	Server           string          `json:"server"`
-	Tool             string          `json:"tool"`
-	Arguments        json.RawMessage `json:"arguments"`
-	Result           *mcpResult      `json:"result"`
-	Error            *struct {
-		Message string `json:"message"`
-	} `json:"error"`
-	Query string `json:"query"`
 }
 
 type appChange struct {
@@ -588,10 +591,10 @@ type appChange struct {
 // completed as success, declined as denied and anything else at
 // completion (failed, inProgress) as error.
 func (a appItem) exec() item {
-	it := item{ID: a.ID, Type: a.Type, Status: a.Status}
+	it := a.item
 	switch a.Type {
 	case "agentMessage":
-		it.Type, it.Text = "agent_message", a.Text
+		it.Type = "agent_message"
 	case "reasoning":
 		parts := a.Summary
 		if len(parts) == 0 {
@@ -599,7 +602,7 @@ func (a appItem) exec() item {
 		}
 		it.Text = strings.Join(parts, "\n")
 	case "commandExecution":
-		it.Type, it.Command, it.ExitCode = "command_execution", a.Command, a.ExitCode
+		it.Type, it.ExitCode = "command_execution", a.ExitCode
 		if a.AggregatedOutput != nil {
 			it.AggregatedOutput = *a.AggregatedOutput
 		}
@@ -609,14 +612,9 @@ func (a appItem) exec() item {
 			it.Changes = append(it.Changes, change{Path: ch.Path, Kind: ch.Kind.Type})
 		}
 	case "mcpToolCall":
-		it.Type, it.Server, it.Tool, it.Arguments, it.Result = "mcp_tool_call", a.Server, a.Tool, a.Arguments, a.Result
-		if a.Error != nil {
-			it.ItemError = &struct {
-				Message string `json:"message"`
-			}{a.Error.Message}
-		}
+		it.Type = "mcp_tool_call"
 	case "webSearch":
-		it.Type, it.Query = "web_search", a.Query
+		it.Type = "web_search"
 	}
 	return it
 }

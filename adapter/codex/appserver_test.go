@@ -89,6 +89,7 @@ func started(t *testing.T, tier drover.Tier) *conversation {
 		`{"id":1,"result":{}}`,
 		`{"id":2,"result":{"thread":{"id":"th"},"model":"m"}}`,
 		`{"id":3,"result":{"turn":{"id":"tu"}}}`,
+		`{"method":"item/completed","params":{"item":{"type":"userMessage","id":"u1","content":[]}}}`,
 	} {
 		translate(t, c, l)
 	}
@@ -280,8 +281,8 @@ func TestPERM1_InsideRootsResolvesLinks(t *testing.T) {
 }
 
 // TestCTL3_SteerAndInterruptWaitForTheTurn: steering and interrupts that
-// come before the turn has an id are sent once it has one; after the turn
-// ended they are refused.
+// come before the turn has an id and Codex has recorded its prompt are
+// sent then; after the turn ended they are refused.
 func TestCTL3_SteerAndInterruptWaitForTheTurn(t *testing.T) {
 	c := newConversation(uestest.Stamp(ID), runInfo{cwd: "/ws", tier: drover.TierSupervised}, "go", drover.Options{})
 	c.Open()
@@ -294,6 +295,11 @@ func TestCTL3_SteerAndInterruptWaitForTheTurn(t *testing.T) {
 	translate(t, c, `{"id":2,"result":{"thread":{"id":"th"}}}`)
 	c.Outbox()
 	translate(t, c, `{"id":3,"result":{"turn":{"id":"tu"}}}`)
+	translate(t, c, `{"method":"item/started","params":{"item":{"type":"userMessage","id":"u1","content":[]}}}`)
+	if out, _ := c.Outbox(); len(out) != 0 {
+		t.Fatalf("sent before the prompt was recorded: %s", out)
+	}
+	translate(t, c, `{"method":"item/completed","params":{"item":{"type":"userMessage","id":"u1","content":[]}}}`)
 	out, _ := c.Outbox()
 	msgs := sent(t, out)
 	if len(msgs) != 2 || msgs[0]["method"] != "turn/steer" || msgs[1]["method"] != "turn/interrupt" {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
@@ -33,16 +34,15 @@ func TestCaptureAppServer(t *testing.T) {
 	if bin == "" {
 		bin, _ = filepath.Abs("../../e2e/node_modules/.bin/codex")
 	}
-	s, err := fakemodel.ParseScript([]byte(captureScript))
+	script, err := fakemodel.ParseScript([]byte(captureScript))
 	if err != nil {
 		t.Fatal(err)
 	}
-	fm := fakemodel.New(s)
-	url, err := fm.Start("127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { fm.Close() })
+	fm := fakemodel.New(script)
+	srv := httptest.NewServer(fm.Handler()) // on 127.0.0.1
+	defer srv.Close()
+	defer fm.Close() // first: ends the scripted delays still running
+	url := srv.URL
 	mcp := []string{"-c", `mcp_servers.echo={command="python3",args=["/work/shared/vendors/fake-servers/mcp_echo.py"]}`}
 	allow := &drover.PermissionDecision{Behavior: drover.Allow}
 	homes := map[string]string{}
