@@ -15,7 +15,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -29,66 +28,44 @@ import (
 	"github.com/drover-run/drover/internal/uestest"
 )
 
-// cxScript drives every live Codex test: the prompt names what the model
-// does.
-const cxScript = `{"rules":[
- {"name":"shell","match":"^SHELL (.*)$","steps":[{"tools":[{"shell":"$1"}]},{"text":"shell done"}]},
- {"name":"twice","match":"^TWICE (.*)$","steps":[{"tools":[{"shell":"$1"}]},{"tools":[{"shell":"$1"}]},{"text":"twice done"}]},
- {"name":"write","match":"^WRITE (\\S+)$","steps":[{"tools":[{"write":"$1","content":"written by the model\n"}]},{"text":"write done"}]},
- {"name":"slow","match":"^SLOW","steps":[{"text":"slow answer","delayMs":4000}]},
- {"name":"stall","match":"^STALL","steps":[{"text":"never seen","delayMs":120000}]},
- {"name":"steered","match":"STEERED","steps":[{"text":"the steer arrived"}]},
- {"name":"denied","match":"was denied: ","steps":[{"text":"understood the denial"}]},
- {"name":"say","match":"^SAY (.*)$","steps":[{"text":"$1"}]}
-]}`
-
-// cxWorld is one live Codex test's offline setup.
+// cxWorld is one live Codex test's offline setup: claude_test.go's world
+// (fakemodel with interactive_claude_test.go's liveScript, a workspace, a
+// home) and the pinned codex.
 type cxWorld struct {
-	t    *testing.T
-	bin  string
-	fake *fakemodel.Server
-	url  string
-	cwd  string
-	home string
+	*world
+	codexBin string
 }
 
 func newCXWorld(t *testing.T) *cxWorld {
 	t.Helper()
-	bin := vendorBin(t, "codex", codex.BinaryEnv)
-	s, err := fakemodel.ParseScript([]byte(cxScript))
-	if err != nil {
-		t.Fatal(err)
-	}
-	fm := fakemodel.New(s)
-	url, err := fm.Start("127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { fm.Close() })
-	return &cxWorld{t: t, bin: bin, fake: fm, url: url, cwd: t.TempDir(), home: t.TempDir()}
+	return &cxWorld{world: newWorld(t, liveScript), codexBin: vendorBin(t, "codex", codex.BinaryEnv)}
 }
 
-// opts are a supervised live run's options: offline, isolated, no API
-// retries; callers add the control.
-func (w *cxWorld) opts() drover.Options {
-	zero := 0
-	return drover.Options{
-		Binary:     w.bin,
-		Cwd:        w.cwd,
-		Tier:       drover.TierSupervised,
-		Endpoint:   &drover.Endpoint{BaseURL: w.url, APIKey: "sk-fake"},
-		APIRetries: &zero,
-		ConfigDir:  filepath.Join(w.home, ".codex"),
-		Env:        map[string]string{"HOME": w.home},
-		Timeout:    2 * time.Minute,
-	}
+// codexOpts are a supervised live run's options: the world's (offline,
+// isolated, no API retries) for codex; callers add the control.
+func (w *cxWorld) codexOpts() drover.Options {
+	o := w.opts()
+	o.Binary, o.Tier, o.ConfigDir = w.codexBin, drover.TierSupervised, filepath.Join(w.home, ".codex")
+	return o
 }
 
-// run runs prompt through the engine with every built-in adapter, calling
-// on (when set) with each event as it comes, and checks what every run
-// must satisfy: valid events, exactly one done and last, and no process of
-// the run left, in its workspace or its process group.
-func (w *cxWorld) run(ctx context.Context, prompt string, o drover.Options, on func(drover.Event)) []drover.Event {
+// answered returns codexOpts with every permission request answered d by
+// a callback, and the count of its calls.
+func (w *cxWorld) answered(d drover.PermissionDecision) (drover.Options, *atomic.Int32) {
+	var calls atomic.Int32
+	o := w.codexOpts()
+	o.CanUseTool = func(context.Context, drover.PermissionRequestPayload) (drover.PermissionDecision, error) {
+		calls.Add(1)
+		return d, nil
+	}
+	return o, &calls
+}
+
+// runCodex runs prompt through the engine with every built-in adapter,
+// handing each event to on (when set) as it comes, and checks what every
+// run must satisfy: exactly one done and last, valid events, and no
+// process of the run left, in its workspace or its process group.
+func (w *cxWorld) runCodex(ctx context.Context, prompt string, o drover.Options, on func(drover.Event)) []drover.Event {
 	w.t.Helper()
 	var groups []int
 	o.ProcessObserver = func(_, pgid int) { groups = append(groups, pgid) }
@@ -96,18 +73,23 @@ func (w *cxWorld) run(ctx context.Context, prompt string, o drover.Options, on f
 	if err != nil {
 		w.t.Fatal(err)
 	}
-	var evs []drover.Event
-	for ev := range events {
+	evs := slices.Collect(func(yield func(drover.Event) bool) {
+		for ev := range events {
+			if on != nil {
+				on(ev)
+			}
+			if !yield(ev) {
+				return
+			}
+		}
+	})
+	w.t.Logf("events: %v", typesOf(evs))
+	doneOf(w.t, evs)
+	for _, ev := range evs {
 		if err := uestest.ValidateEvent(ev); err != nil {
 			w.t.Errorf("invalid event: %v", err)
 		}
-		evs = append(evs, ev)
-		if on != nil {
-			on(ev)
-		}
 	}
-	w.t.Logf("events: %v", typesOf(evs))
-	doneOf(w.t, evs)
 	adaptertest.NoProcessIn(w.t, w.cwd)
 	for _, g := range groups {
 		if err := syscall.Kill(-g, 0); !errors.Is(err, syscall.ESRCH) {
@@ -133,15 +115,7 @@ func (w *cxWorld) exists(name string) bool {
 	return err == nil
 }
 
-// answerAll answers every permission request with d, counting the calls.
-func answerAll(d drover.PermissionDecision, calls *atomic.Int32) drover.PermissionFunc {
-	return func(context.Context, drover.PermissionRequestPayload) (drover.PermissionDecision, error) {
-		calls.Add(1)
-		return d, nil
-	}
-}
-
-// cxTool returns the tool_results of tool in evs.
+// cxResults returns the tool_results of tool in evs.
 func cxResults(evs []drover.Event, tool string) []drover.ToolResultPayload {
 	var out []drover.ToolResultPayload
 	for _, r := range payloads[drover.ToolResultPayload](evs) {
@@ -161,15 +135,13 @@ func cxAnswers(evs []drover.Event) []drover.PermissionAnswerPayload {
 // toolUseId); allowed, it runs and its tool_result is success.
 func TestPERM2_CodexShellAskedAndAllowed(t *testing.T) {
 	w := newCXWorld(t)
-	var calls atomic.Int32
-	o := w.opts()
-	o.CanUseTool = answerAll(drover.PermissionDecision{Behavior: drover.Allow}, &calls)
-	evs := w.run(context.Background(), "SHELL touch allowed.txt && echo made-it", o, nil)
-	if d := doneOf(t, evs); d.Status != drover.StatusSuccess || d.Result != "shell done" || !uuidLike(d.ResumeToken) {
+	o, calls := w.answered(drover.PermissionDecision{Behavior: drover.Allow})
+	evs := w.runCodex(context.Background(), "touch allowed.txt", o, nil)
+	if d := doneOf(t, evs); d.Status != drover.StatusSuccess || d.Result != "touched allowed.txt" || !uuidLike(d.ResumeToken) {
 		t.Fatalf("done %+v", d)
 	}
 	reqs := payloads[drover.PermissionRequestPayload](evs)
-	if len(reqs) != 1 || reqs[0].ToolName != "exec_command" || reqs[0].Input["command"] != "touch allowed.txt && echo made-it" || reqs[0].RequestID == "" {
+	if len(reqs) != 1 || reqs[0].ToolName != "exec_command" || reqs[0].Input["command"] != "touch allowed.txt" || reqs[0].RequestID == "" {
 		t.Fatalf("permission requests %+v", reqs)
 	}
 	uses := payloads[drover.ToolUsePayload](evs)
@@ -180,7 +152,7 @@ func TestPERM2_CodexShellAskedAndAllowed(t *testing.T) {
 		t.Fatal("the allowed command did not run")
 	}
 	res := cxResults(evs, "exec_command")
-	if len(res) != 1 || res[0].Status != drover.ToolSuccess || !strings.Contains(res[0].Output, "made-it") {
+	if len(res) != 1 || res[0].Status != drover.ToolSuccess {
 		t.Fatalf("tool_result %+v", res)
 	}
 	if a := cxAnswers(evs); len(a) != 1 || a[0].By != drover.ByCallback || a[0].Behavior != drover.Allow {
@@ -196,10 +168,8 @@ func TestPERM2_CodexShellAskedAndAllowed(t *testing.T) {
 // rejection and the message.
 func TestPERM2_CodexShellDeniedWithMessage(t *testing.T) {
 	w := newCXWorld(t)
-	var calls atomic.Int32
-	o := w.opts()
-	o.CanUseTool = answerAll(drover.PermissionDecision{Behavior: drover.Deny, Message: "use the staging database"}, &calls)
-	evs := w.run(context.Background(), "SHELL touch denied.txt", o, nil)
+	o, _ := w.answered(drover.PermissionDecision{Behavior: drover.Deny, Message: "use the staging database"})
+	evs := w.runCodex(context.Background(), "touch denied.txt", o, nil)
 	if d := doneOf(t, evs); d.Status != drover.StatusSuccess {
 		t.Fatalf("done %+v", d)
 	}
@@ -211,14 +181,14 @@ func TestPERM2_CodexShellDeniedWithMessage(t *testing.T) {
 	}
 	// The model's next request in the turn carries Codex's rejection as the
 	// tool's output, then the message as the latest user text.
-	told := w.requests("denied")
+	told := w.requests("echo")
 	if len(told) != 1 || told[0].Prompt != "exec_command was denied: use the staging database" {
 		t.Fatalf("what the model was told: %s", cxLog(told))
 	}
 	if out := cxToolOutputs(t, told[0]); len(out) != 1 || !strings.Contains(out[0], "rejected by user") {
 		t.Fatalf("the tool output the model got: %q", out)
 	}
-	if d := doneOf(t, evs); d.Result != "understood the denial" {
+	if d := doneOf(t, evs); d.Result != "heard: exec_command was denied: use the staging database" {
 		t.Fatalf("result %q", d.Result)
 	}
 }
@@ -227,11 +197,11 @@ func TestPERM2_CodexShellDeniedWithMessage(t *testing.T) {
 // denied at its deadline, and the run goes on.
 func TestPERM2_CodexNoAnswerDeniedAtDeadline(t *testing.T) {
 	w := newCXWorld(t)
-	o := w.opts()
+	o := w.codexOpts()
 	o.Control = drover.NewControl()
 	o.ApprovalTimeout = 1500 * time.Millisecond
 	start := time.Now()
-	evs := w.run(context.Background(), "SHELL touch late.txt", o, nil)
+	evs := w.runCodex(context.Background(), "touch late.txt", o, nil)
 	if d := doneOf(t, evs); d.Status != drover.StatusSuccess {
 		t.Fatalf("done %+v", d)
 	}
@@ -257,11 +227,9 @@ func TestPERM2_CodexNoAnswerDeniedAtDeadline(t *testing.T) {
 // a second identical command is not asked again (Codex's acceptForSession).
 func TestCTL1_CodexAlwaysNotAskedAgain(t *testing.T) {
 	w := newCXWorld(t)
-	var calls atomic.Int32
-	o := w.opts()
-	o.CanUseTool = answerAll(drover.PermissionDecision{Behavior: drover.Allow, Always: true}, &calls)
-	evs := w.run(context.Background(), "TWICE echo again >> twice.txt", o, nil)
-	if d := doneOf(t, evs); d.Status != drover.StatusSuccess || d.Result != "twice done" {
+	o, calls := w.answered(drover.PermissionDecision{Behavior: drover.Allow, Always: true})
+	evs := w.runCodex(context.Background(), "twice twice.txt", o, nil)
+	if d := doneOf(t, evs); d.Status != drover.StatusSuccess || d.Result != "touched twice.txt twice" {
 		t.Fatalf("done %+v", d)
 	}
 	if n := len(payloads[drover.PermissionRequestPayload](evs)); n != 1 || calls.Load() != 1 {
@@ -271,8 +239,8 @@ func TestCTL1_CodexAlwaysNotAskedAgain(t *testing.T) {
 	if len(res) != 2 || res[0].Status != drover.ToolSuccess || res[1].Status != drover.ToolSuccess {
 		t.Fatalf("tool_results %+v", res)
 	}
-	if b, _ := os.ReadFile(filepath.Join(w.cwd, "twice.txt")); string(b) != "again\nagain\n" {
-		t.Fatalf("twice.txt = %q", b)
+	if !w.exists("twice.txt") {
+		t.Fatal("the allowed command did not run")
 	}
 }
 
@@ -281,14 +249,12 @@ func TestCTL1_CodexAlwaysNotAskedAgain(t *testing.T) {
 // denied leaves no file.
 func TestPERM1_CodexLiveSupervisedEdits(t *testing.T) {
 	w := newCXWorld(t)
-	var calls atomic.Int32
-	o := w.opts()
-	o.CanUseTool = answerAll(drover.PermissionDecision{Behavior: drover.Deny}, &calls)
-	evs := w.run(context.Background(), "WRITE inside.txt", o, nil)
+	o, _ := w.answered(drover.PermissionDecision{Behavior: drover.Deny})
+	evs := w.runCodex(context.Background(), "write inside.txt", o, nil)
 	if n := len(payloads[drover.PermissionRequestPayload](evs)); n != 0 {
 		t.Fatalf("an edit in the workspace was asked for (%d requests)", n)
 	}
-	if b, _ := os.ReadFile(filepath.Join(w.cwd, "inside.txt")); string(b) != "written by the model\n" {
+	if b, _ := os.ReadFile(filepath.Join(w.cwd, "inside.txt")); string(b) != "edited\n" {
 		t.Fatalf("inside.txt = %q", b)
 	}
 	if res := cxResults(evs, "apply_patch"); len(res) != 1 || res[0].Status != drover.ToolSuccess {
@@ -296,7 +262,7 @@ func TestPERM1_CodexLiveSupervisedEdits(t *testing.T) {
 	}
 
 	outside := filepath.Join(t.TempDir(), "outside.txt")
-	evs = w.run(context.Background(), "WRITE "+outside, o, nil)
+	evs = w.runCodex(context.Background(), "write "+outside, o, nil)
 	reqs := payloads[drover.PermissionRequestPayload](evs)
 	if len(reqs) != 1 || reqs[0].ToolName != "apply_patch" || reqs[0].Input["path"] != outside {
 		t.Fatalf("requests %+v", reqs)
@@ -313,28 +279,20 @@ func TestPERM1_CodexLiveSupervisedEdits(t *testing.T) {
 // reaches the model (fakemodel's log), which answers it in the same run.
 func TestCTL3_CodexSteerReachesModel(t *testing.T) {
 	w := newCXWorld(t)
-	o := w.opts()
-	ctl := drover.NewControl()
-	o.Control = ctl
-	var once sync.Once
-	evs := w.run(context.Background(), "SLOW please", o, func(ev drover.Event) {
-		if ev.Type == "codex:turn_started" {
-			once.Do(func() {
-				if err := ctl.Steer("STEERED: look at the tests first", "test"); err != nil {
-					t.Errorf("steer: %v", err)
-				}
-			})
-		}
-	})
+	o := w.codexOpts()
+	o.Control = drover.NewControl()
+	evs := w.runCodex(context.Background(), "think", o, atTurnStart(t, func() error {
+		return o.Control.Steer("look at the tests first", "test")
+	}))
 	d := doneOf(t, evs)
-	if d.Status != drover.StatusSuccess || d.Result != "the steer arrived" {
+	if d.Status != drover.StatusSuccess || d.Result != "heard: look at the tests first" {
 		t.Fatalf("done %+v", d)
 	}
 	if s := payloads[drover.SteerPayload](evs); len(s) != 1 || s[0].By != "test" {
 		t.Fatalf("steer events %+v", s)
 	}
-	got := w.requests("steered")
-	if len(got) != 1 || got[0].Prompt != "STEERED: look at the tests first" || !slices.Contains(got[0].UserTexts, "SLOW please") {
+	got := w.requests("echo")
+	if len(got) != 1 || got[0].Prompt != "look at the tests first" || !slices.Contains(got[0].UserTexts, "think") {
 		t.Fatalf("the model did not get the steering message in the turn: %s", cxLog(got))
 	}
 }
@@ -344,20 +302,12 @@ func TestCTL3_CodexSteerReachesModel(t *testing.T) {
 // run resuming it continues the thread.
 func TestCTL3_CodexInterruptThenResume(t *testing.T) {
 	w := newCXWorld(t)
-	o := w.opts()
-	ctl := drover.NewControl()
-	o.Control = ctl
-	var once sync.Once
+	o := w.codexOpts()
+	o.Control = drover.NewControl()
 	start := time.Now()
-	evs := w.run(context.Background(), "STALL for two minutes", o, func(ev drover.Event) {
-		if ev.Type == "codex:turn_started" {
-			once.Do(func() {
-				if err := ctl.Interrupt("test"); err != nil {
-					t.Errorf("interrupt: %v", err)
-				}
-			})
-		}
-	})
+	evs := w.runCodex(context.Background(), "slow", o, atTurnStart(t, func() error {
+		return o.Control.Interrupt("test")
+	}))
 	d := doneOf(t, evs)
 	if d.Status != drover.StatusInterrupted || !uuidLike(d.ResumeToken) {
 		t.Fatalf("done %+v", d)
@@ -369,16 +319,16 @@ func TestCTL3_CodexInterruptThenResume(t *testing.T) {
 		t.Fatalf("%d interrupt events", n)
 	}
 
-	o2 := w.opts()
+	o2 := w.codexOpts()
 	o2.Resume = d.ResumeToken
 	o2.Control = drover.NewControl()
-	evs = w.run(context.Background(), "SAY continued", o2, nil)
+	evs = w.runCodex(context.Background(), "continue", o2, nil)
 	d2 := doneOf(t, evs)
-	if d2.Status != drover.StatusSuccess || d2.Result != "continued" || d2.ResumeToken != d.ResumeToken {
+	if d2.Status != drover.StatusSuccess || d2.Result != "heard: continue" || d2.ResumeToken != d.ResumeToken {
 		t.Fatalf("resumed done %+v (first %s)", d2, d.ResumeToken)
 	}
-	got := w.requests("say")
-	if len(got) != 1 || !slices.Equal(got[0].UserTexts, []string{"STALL for two minutes", "SAY continued"}) {
+	got := w.requests("echo")
+	if len(got) != 1 || !slices.Equal(got[0].UserTexts, []string{"slow", "continue"}) {
 		t.Fatalf("the resumed thread lost its history: %s", cxLog(got))
 	}
 }
@@ -388,12 +338,12 @@ func TestCTL3_CodexInterruptThenResume(t *testing.T) {
 // codex process is left.
 func TestCTL3_CodexCancelWhilePending(t *testing.T) {
 	w := newCXWorld(t)
-	o := w.opts()
+	o := w.codexOpts()
 	o.Control = drover.NewControl()
 	o.ApprovalTimeout = time.Minute
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	evs := w.run(ctx, "SHELL touch never.txt", o, func(ev drover.Event) {
+	evs := w.runCodex(ctx, "touch never.txt", o, func(ev drover.Event) {
 		if ev.Type == drover.TypePermissionRequest {
 			cancel()
 		}
@@ -406,6 +356,20 @@ func TestCTL3_CodexCancelWhilePending(t *testing.T) {
 	}
 	if w.exists("never.txt") {
 		t.Fatal("the pending command ran")
+	}
+}
+
+// atTurnStart returns an event handler that calls act once, when the
+// turn has started, failing t if act fails.
+func atTurnStart(t *testing.T, act func() error) func(drover.Event) {
+	done := false
+	return func(ev drover.Event) {
+		if ev.Type == "codex:turn_started" && !done {
+			done = true
+			if err := act(); err != nil {
+				t.Errorf("at turn start: %v", err)
+			}
+		}
 	}
 }
 
