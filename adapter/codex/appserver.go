@@ -148,9 +148,9 @@ type conversation struct {
 	out     []byte            // for Outbox
 	closeIn bool
 
-	started  bool           // the thread is known: events flow
-	held     []drover.Event // events before that (nothing is yielded from a rejected resume)
-	turnID   string
+	started bool           // the thread is known: events flow
+	held    []drover.Event // events before that (nothing is yielded from a rejected resume)
+	turnID  string
 	// recorded: Codex has recorded the turn's prompt (its userMessage item
 	// completed). Steering and interrupts wait for it: an interrupt that
 	// comes sooner drops the prompt from the thread (measured), and a
