@@ -14,6 +14,7 @@ import (
 
 	"github.com/drover-run/drover"
 	"github.com/drover-run/drover/adapter/claude"
+	"github.com/drover-run/drover/builtin"
 	"github.com/drover-run/drover/internal/uestest"
 )
 
@@ -30,30 +31,30 @@ const liveScript = `{"rules":[
  {"name":"echo","match":"","steps":[{"text":"heard: $0"}]}
 ]}`
 
-// live runs prompt through the engine like world.run, calling on with each
-// event as it arrives (to answer, steer, interrupt or cancel at the right
-// moment); o is the run's options (w.opts() plus the test's).
+// live runs prompt through drover's engine with the built-in adapters, as
+// a library user would, calling on with each event as it arrives (to
+// answer, steer, interrupt or cancel at the right moment); o is the run's
+// options (w.opts() plus the test's). Every event must be valid UES, and
+// no process may be left in the workspace.
 func (w *world) live(ctx context.Context, prompt string, o drover.Options, on func(drover.Event)) []drover.Event {
 	w.t.Helper()
-	reg := drover.NewRegistry()
-	if err := reg.Register(w.agent, claude.Alias); err != nil {
-		w.t.Fatal(err)
-	}
-	events, err := drover.NewEngine(reg).Run(ctx, claude.ID, prompt, o)
+	events, err := drover.NewEngine(builtin.Registry()).Run(ctx, claude.Alias, prompt, o)
 	if err != nil {
 		w.t.Fatal(err)
 	}
 	var evs []drover.Event
 	for ev := range events {
-		if err := uestest.ValidateEvent(ev); err != nil {
-			w.t.Errorf("invalid event: %v", err)
-		}
-		evs = append(evs, ev)
 		if on != nil {
 			on(ev)
 		}
+		evs = append(evs, ev)
 	}
 	w.t.Logf("events: %v", typesOf(evs))
+	for _, ev := range evs {
+		if err := uestest.ValidateEvent(ev); err != nil {
+			w.t.Errorf("invalid event: %v", err)
+		}
+	}
 	noClaudeIn(w.t, w.cwd)
 	return evs
 }

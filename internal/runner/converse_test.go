@@ -120,10 +120,10 @@ func (h *convHooks) Prepare(req drover.Request) (*Launch, error) {
 }
 
 // converse runs the fake in mode through the engine with opts (Binary set
-// here), calling on for each event as it arrives; it returns the events and
-// the pid of the last process started. A run that does not end within a
-// minute fails the test: the loop hung.
-func converse(t *testing.T, mode string, linger time.Duration, opts drover.Options, on func(drover.Event)) ([]drover.Event, int) {
+// here), calling on for each event as it arrives, with the run's cancel;
+// it returns the events and the pid of the last process started. A run
+// that does not end within a minute fails the test: the loop hung.
+func converse(t *testing.T, mode string, linger time.Duration, opts drover.Options, on func(drover.Event, context.CancelFunc)) ([]drover.Event, int) {
 	t.Helper()
 	exe, err := os.Executable()
 	if err != nil {
@@ -136,8 +136,9 @@ func converse(t *testing.T, mode string, linger time.Duration, opts drover.Optio
 	opts.Binary = exe
 	var pid int
 	opts.ProcessObserver = func(p, _ int) { pid = p }
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	hung := time.AfterFunc(time.Minute, cancel)
 	events, err := drover.NewEngine(reg).Run(ctx, "fake", "hello", opts)
 	if err != nil {
 		t.Fatal(err)
@@ -146,10 +147,10 @@ func converse(t *testing.T, mode string, linger time.Duration, opts drover.Optio
 	for ev := range events {
 		evs = append(evs, ev)
 		if on != nil {
-			on(ev)
+			on(ev, cancel)
 		}
 	}
-	if ctx.Err() != nil {
+	if !hung.Stop() {
 		t.Fatalf("the run did not end: %v", types(evs))
 	}
 	return evs, pid
@@ -231,7 +232,7 @@ func TestPERM2_ConversationPassesAnswers(t *testing.T) {
 // reaction to it.
 func TestCTL3_ConversationSteersAndWritesOutbox(t *testing.T) {
 	ctl := drover.NewControl()
-	evs, _ := converse(t, "chat", 0, drover.Options{Control: ctl}, func(ev drover.Event) {
+	evs, _ := converse(t, "chat", 0, drover.Options{Control: ctl}, func(ev drover.Event, _ context.CancelFunc) {
 		switch p, _ := ev.Payload.(drover.TextPayload); p.Content {
 		case "pong received":
 			if err := ctl.Steer("left", "test"); err != nil {
@@ -268,7 +269,7 @@ func TestCTL3_ConversationSteersAndWritesOutbox(t *testing.T) {
 // saw it) nor recorded.
 func TestCTL3_ConversationRefusedInput(t *testing.T) {
 	ctl := drover.NewControl()
-	evs, _ := converse(t, "chat", 0, drover.Options{Control: ctl}, func(ev drover.Event) {
+	evs, _ := converse(t, "chat", 0, drover.Options{Control: ctl}, func(ev drover.Event, _ context.CancelFunc) {
 		if p, _ := ev.Payload.(drover.TextPayload); p.Content == "pong received" {
 			if err := ctl.Interrupt("test"); err != nil {
 				t.Error(err)
@@ -321,31 +322,15 @@ func TestPERM2_ConversationVendorExitsWhileAsked(t *testing.T) {
 // waits for an answer (and reads nothing) ends it interrupted, with the
 // vendor's process gone.
 func TestCTL3_ConversationCancelWhileAsked(t *testing.T) {
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	reg := drover.NewRegistry()
-	reg.Register(New(&convHooks{mode: "silent-ask"}, Spec{ID: "fake", Command: "fake"}))
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	var pid int
 	wait := func(ctx context.Context, _ drover.PermissionRequestPayload) (drover.PermissionDecision, error) {
 		<-ctx.Done()
 		return drover.PermissionDecision{}, ctx.Err()
 	}
-	events, err := drover.NewEngine(reg).Run(ctx, "fake", "hello", drover.Options{Binary: exe, CanUseTool: wait,
-		ProcessObserver: func(p, _ int) { pid = p }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var evs []drover.Event
-	for ev := range events {
-		evs = append(evs, ev)
+	evs, pid := converse(t, "silent-ask", 0, drover.Options{CanUseTool: wait}, func(ev drover.Event, cancel context.CancelFunc) {
 		if ev.Type == drover.TypePermissionRequest {
 			cancel()
 		}
-	}
+	})
 	if d, _ := doneOf(t, evs); d.Status != drover.StatusInterrupted {
 		t.Fatalf("done %+v: %v", d, types(evs))
 	}

@@ -25,10 +25,6 @@ const (
 	fakeArgEnv   = "RUNNER_FAKE_ARG"
 )
 
-// fakeLifetime bounds every waiting fake, so a crashed test run cannot
-// leave processes behind for long.
-const fakeLifetime = 30 * time.Second
-
 func TestMain(m *testing.M) {
 	if mode := os.Getenv(fakeAgentEnv); mode != "" {
 		os.Exit(runFake(mode, os.Getenv(fakeArgEnv)))
@@ -166,6 +162,10 @@ func converseFake(mode string, out *bufio.Writer) int {
 	}
 	return 0
 }
+
+// fakeLifetime bounds every waiting fake, so a crashed test run cannot
+// leave processes behind for long.
+const fakeLifetime = 30 * time.Second
 
 // fakeInput is a line the conversational fakes read on stdin.
 type fakeInput struct {
