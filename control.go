@@ -359,6 +359,15 @@ func (r *liveRun) decide(id string, d PermissionDecision, by AnswerSource, detai
 	return nil
 }
 
+// withdraw answers a request its agent withdrew: denied, by the agent.
+func (r *liveRun) withdraw(w PermissionWithdrawnPayload) {
+	msg := "withdrawn by the agent"
+	if w.Reason != "" {
+		msg += ": " + w.Reason
+	}
+	_ = r.decide(w.RequestID, PermissionDecision{Behavior: Deny, Message: msg}, ByAgent, w.Reason)
+}
+
 func (r *liveRun) pendingRequests() []PermissionRequestPayload {
 	r.mu.Lock()
 	defer r.mu.Unlock()

@@ -441,3 +441,36 @@ func TestCTL1_ControlAndCapabilities(t *testing.T) {
 		}
 	}
 }
+
+// PERM-2: a request the agent withdraws is answered at once (deny, by the
+// agent), not left to its deadline; the withdrawal itself is not an event.
+func TestPERM2_WithdrawnRequest(t *testing.T) {
+	ctl := drover.NewControl()
+	a := &fake{id: "w", run: func(ctx context.Context, req drover.Request, y func(drover.Event, error) bool) {
+		if !y(drover.Event{Type: drover.TypePermissionRequest, Payload: ask("r1", "Bash", "make")}, nil) ||
+			!y(drover.Event{Type: drover.TypePermissionWithdrawn, Payload: drover.PermissionWithdrawnPayload{RequestID: "r1", Reason: "turn ended"}}, nil) {
+			return
+		}
+		select {
+		case <-req.Live.Ready():
+			for _, in := range req.Live.Take() {
+				y(in.Event(), nil)
+			}
+		case <-time.After(5 * time.Second):
+		}
+		y(done(drover.StatusInterrupted), nil)
+	}}
+	reg := drover.NewRegistry()
+	a.caps = &interactive
+	if err := reg.Register(a); err != nil {
+		t.Fatal(err)
+	}
+	events, _ := drover.NewEngine(reg).Run(context.Background(), "w", "p", drover.Options{Control: ctl, ApprovalTimeout: time.Hour})
+	evs := slices.Collect(events)
+	if got := types(evs); !slices.Equal(got, []drover.EventType{drover.TypePermissionRequest, drover.TypePermissionAnswer, drover.TypeDone}) {
+		t.Fatalf("events %v", got)
+	}
+	if a := answers(t, evs)["r1"]; a.Behavior != drover.Deny || a.By != drover.ByAgent || a.Detail != "turn ended" {
+		t.Fatalf("answer %+v", a)
+	}
+}

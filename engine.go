@@ -286,6 +286,13 @@ func (g *guard) runAdapter(ctx context.Context, a Adapter, req Request) {
 				violation = v
 				break
 			}
+			if w, ok := ev.Payload.(PermissionWithdrawnPayload); ok && ev.Type == TypePermissionWithdrawn {
+				// A signal for the engine, not an event: its answer records it.
+				if g.live != nil {
+					g.live.withdraw(w)
+				}
+				continue
+			}
 			if ev.Type == TypePermissionRequest && g.live != nil {
 				p, _ := ev.Payload.(PermissionRequestPayload)
 				opened, err := g.live.open(p)

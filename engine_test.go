@@ -26,10 +26,16 @@ type fake struct {
 	returned atomic.Bool // Run's iterator function has returned
 	sawStop  atomic.Bool // yield returned false or ctx was cancelled
 	run      func(ctx context.Context, req drover.Request, y func(drover.Event, error) bool)
+	caps     *drover.Capabilities // nil: none
 }
 
-func (f *fake) ID() string                        { return f.id }
-func (f *fake) Capabilities() drover.Capabilities { return drover.Capabilities{} }
+func (f *fake) ID() string { return f.id }
+func (f *fake) Capabilities() drover.Capabilities {
+	if f.caps != nil {
+		return *f.caps
+	}
+	return drover.Capabilities{}
+}
 func (f *fake) Available(context.Context) drover.Availability {
 	return drover.Availability{Installed: true}
 }

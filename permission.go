@@ -62,7 +62,22 @@ const (
 	ByDefault AnswerSource = "default"
 	// ByRunEnd: the run ended with the request open; the call is denied.
 	ByRunEnd AnswerSource = "run_end"
+	// ByAgent: the agent withdrew its question (its turn ended first);
+	// the call never ran.
+	ByAgent AnswerSource = "agent"
 )
+
+// TypePermissionWithdrawn is what an adapter yields when its vendor
+// withdraws a permission request it asked (the turn ended before an
+// answer): the engine then answers it deny, by the agent, and does not
+// pass the event on. Its payload is a PermissionWithdrawnPayload.
+const TypePermissionWithdrawn EventType = "drover:permission_withdrawn"
+
+// PermissionWithdrawnPayload is the payload of "drover:permission_withdrawn".
+type PermissionWithdrawnPayload struct {
+	RequestID string `json:"requestId"`
+	Reason    string `json:"reason,omitempty"`
+}
 
 // TypePermissionAnswer is the event recording the answer to a permission
 // request: its payload is a PermissionAnswerPayload. drover's own

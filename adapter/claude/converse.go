@@ -194,14 +194,18 @@ func (t *translator) controlRequest(l line, raw []byte) []drover.Event {
 
 // controlCancel records that Claude withdrew a question (an interrupt
 // ended the turn first): its answer is not sent, and the call, which never
-// ran, is denied.
+// ran, is denied. The engine is told (drover:permission_withdrawn), so the
+// request is answered at once instead of waiting for its deadline.
 func (t *translator) controlCancel(l line, raw []byte) []drover.Event {
+	evs := []drover.Event{t.Extension(l.Type, raw)}
 	if call, ok := t.asked[l.RequestID]; ok {
 		delete(t.asked, l.RequestID)
 		t.cancelled[l.RequestID] = true
 		t.denied[call.toolUseID] = true
+		evs = append(evs, t.Event(drover.TypePermissionWithdrawn, drover.PermissionWithdrawnPayload{RequestID: l.RequestID,
+			Reason: "claude cancelled the question"}))
 	}
-	return []drover.Event{t.Extension(l.Type, raw)}
+	return evs
 }
 
 // echoed takes the steering messages Claude echoes back (it echoes each

@@ -86,9 +86,12 @@ func (a *attemptRun) converse(conv Conversation, live drover.Live, in *inputQueu
 		case <-ready:
 			for _, input := range live.Take() {
 				out, err := conv.Pass(input)
-				if err != nil {
+				if err != nil && input.Answer == nil {
 					continue // refused: neither written nor recorded
 				}
+				// An answer is recorded even when the vendor cannot take it
+				// any more: the engine has decided the request, and the
+				// ledger must show how.
 				in.Write(out)
 				if !a.yield(input.Event(), nil) {
 					return false

@@ -56,7 +56,9 @@ type Conversation interface {
 	Open() ([]byte, error)
 	// Pass returns what passes in (a permission answer, a steering message,
 	// an interrupt) on to the vendor. An error refuses the input: it is not
-	// written and its event is not recorded.
+	// written, and its event is not recorded unless it is an answer (the
+	// engine has decided the request; the ledger shows how, even if the
+	// vendor can no longer take it).
 	Pass(in drover.LiveInput) ([]byte, error)
 	// Outbox returns what to write after the last Translate or Pass (a
 	// reply to a request of the vendor's, the next request of a session),
