@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"iter"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -671,5 +672,36 @@ func TestErrorIsByCode(t *testing.T) {
 	}
 	if errors.Is(err, &drover.Error{Code: drover.CodeValidation, Message: "other"}) {
 		t.Fatal("a target with a message matched")
+	}
+}
+
+// MCP-2: an MCP server names one transport and what it needs; an agent
+// refuses a transport it cannot take (ADP-3).
+func TestMCP2_ServersValidatedAndRefused(t *testing.T) {
+	for name, m := range map[string]drover.MCPServer{
+		"no command":     {Type: "stdio"},
+		"both":           {Command: "x", URL: "http://127.0.0.1:1"},
+		"unknown type":   {Type: "carrier-pigeon", URL: "http://127.0.0.1:1"},
+		"sse no url":     {Type: "sse"},
+		"http and args?": {Type: "http", Command: "x"},
+	} {
+		if err := (drover.Options{MCPServers: map[string]drover.MCPServer{"s": m}}).Validate(); !errors.Is(err, drover.ErrValidation) {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	ok := drover.Options{MCPServers: map[string]drover.MCPServer{
+		"tracker": {Command: "tracker-mcp", Args: []string{"--stdio"}},
+		"docs":    {URL: "https://docs.example/mcp", Headers: map[string]string{"Authorization": "Bearer x"}},
+	}}
+	if err := ok.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	caps := drover.Capabilities{Tiers: drover.Tiers(), MCPTransports: []string{"stdio"}}
+	if err := caps.Unsupported(ok); !errors.Is(err, drover.ErrUnsupportedOption) || !strings.Contains(err.Error(), `"docs"`) {
+		t.Fatalf("an http server on a stdio-only agent: %v", err)
+	}
+	caps.MCPTransports = append(caps.MCPTransports, "http")
+	if err := caps.Unsupported(ok); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"time"
@@ -82,6 +83,10 @@ type Options struct {
 	SystemPrompt string `json:"systemPrompt,omitempty"`
 	// Env adds variables to the vendor process environment.
 	Env map[string]string `json:"env,omitempty"`
+	// MCPServers are MCP servers the agent may use, by name (MCP-2): each
+	// reaches the vendor in its own configuration form. A vendor that
+	// cannot take one of them refuses the run (ADP-3).
+	MCPServers map[string]MCPServer `json:"mcpServers,omitempty"`
 	// ConfigDir, when set, gives the vendor CLI its own configuration home in
 	// that directory (created if missing, seeded with the user's credentials)
 	// instead of the user's own (ADP-7). Keep the directory to resume later.
@@ -130,6 +135,42 @@ type Options struct {
 	Control *Control `json:"-"`
 }
 
+// MCPServer is one MCP server of a run (the .mcp.json shape): a local
+// program spoken to on stdio (Command, Args, Env), or a remote server
+// (URL, Headers) over streamable HTTP, or SSE when Type says "sse".
+type MCPServer struct {
+	Type    string            `json:"type,omitempty"` // "stdio", "http" or "sse"; empty: stdio with a Command, else http
+	Command string            `json:"command,omitempty"`
+	Args    []string          `json:"args,omitempty"`
+	Env     map[string]string `json:"env,omitempty"`
+	URL     string            `json:"url,omitempty"`
+	Headers map[string]string `json:"headers,omitempty"`
+}
+
+// Transport is the server's transport: "stdio", "http" or "sse".
+func (m MCPServer) Transport() string {
+	switch {
+	case m.Type != "":
+		return m.Type
+	case m.Command != "":
+		return "stdio"
+	}
+	return "http"
+}
+
+// validate checks that the server names one transport and what it needs.
+func (m MCPServer) validate(name string) error {
+	switch t := m.Transport(); {
+	case t != "stdio" && t != "http" && t != "sse":
+		return fmt.Errorf("mcp server %q: type %q (want stdio, http or sse)", name, t)
+	case t == "stdio" && (m.Command == "" || m.URL != ""):
+		return fmt.Errorf("mcp server %q: a stdio server needs a command and no url", name)
+	case t != "stdio" && (m.URL == "" || m.Command != ""):
+		return fmt.Errorf("mcp server %q: an %s server needs a url and no command", name, t)
+	}
+	return nil
+}
+
 // EffectiveTier returns the tier, or DefaultTier when none is set.
 func (o Options) EffectiveTier() Tier {
 	if o.Tier == "" {
@@ -165,6 +206,11 @@ func (o Options) Validate() error {
 	}
 	if o.APIRetries != nil && *o.APIRetries < 0 {
 		return &Error{Code: CodeValidation, Message: "apiRetries must not be negative"}
+	}
+	for _, name := range slices.Sorted(maps.Keys(o.MCPServers)) {
+		if err := o.MCPServers[name].validate(name); err != nil {
+			return &Error{Code: CodeValidation, Message: err.Error()}
+		}
 	}
 	for _, t := range o.AllowedTools {
 		if slices.Contains(o.DisallowedTools, t) {
@@ -222,6 +268,10 @@ type Capabilities struct {
 	// Interrupt: the vendor can end its current turn and keep the session
 	// (Control.Interrupt).
 	Interrupt bool `json:"interrupt"`
+	// MCPTransports are the MCP server transports the vendor takes
+	// ("stdio", "http", "sse"); an Options.MCPServers entry of another is
+	// refused.
+	MCPTransports []string `json:"mcpTransports,omitempty"`
 }
 
 // Unsupported returns the first option in o that c cannot honour, as an
@@ -250,6 +300,11 @@ func (c Capabilities) Unsupported(o Options) error {
 	for _, ch := range check {
 		if ch.set && !ch.ok {
 			return &Error{Code: CodeUnsupportedOption, Message: ch.name + " is not supported by this agent"}
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(o.MCPServers)) {
+		if t := o.MCPServers[name].Transport(); !slices.Contains(c.MCPTransports, t) {
+			return &Error{Code: CodeUnsupportedOption, Message: fmt.Sprintf("mcp server %q: this agent cannot use %s MCP servers", name, t)}
 		}
 	}
 	if t := o.EffectiveTier(); !slices.Contains(c.Tiers, t) {
