@@ -16,11 +16,11 @@ var update = flag.Bool("update", false, "rewrite .golden files from the captured
 
 // replayer drives the translator over the captures; none was run with a
 // resume token. A live capture (one with what drover wrote) is replayed as
-// the conversation it was (liveReplay).
+// the conversation it was (liveMeta.replay).
 var replayer = uestest.Replayer{Agent: ID, New: func(t testing.TB, c uestest.Capture, s runner.Stamp) runner.Translator {
 	var m liveMeta
 	if c.Meta.Decode(&m) == nil && len(m.Stdin) > 0 {
-		return &liveReplay{t: t, name: c.Name, conv: newConversation(newTranslator(s, false), m.prompt(t)), meta: m, stamp: s, closedAt: -1}
+		return m.replay().Translator(t, c, newConversation(newTranslator(s, false), m.prompt(t)), s)
 	}
 	return newTranslator(s, false)
 }}

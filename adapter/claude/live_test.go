@@ -7,7 +7,6 @@ import (
 	"testing"
 
 	"github.com/drover-run/drover"
-	"github.com/drover-run/drover/internal/runner"
 	"github.com/drover-run/drover/internal/uestest"
 )
 
@@ -39,101 +38,17 @@ func (m liveMeta) prompt(t testing.TB) string {
 	return first.Message.Content[0].Text
 }
 
-// liveReplay replays a live capture the way the runner drove it: the
-// recorded inputs passed on after as many of claude's lines as when they
-// were written, each recorded as its event. It fails the test when the
-// conversation would now write anything other than what was written to
-// the real claude, in that order (Open, Pass, Outbox), or would close its
-// stdin after another line.
-type liveReplay struct {
-	t        testing.TB
-	name     string
-	conv     *conversation
-	meta     liveMeta
-	stamp    runner.Stamp
-	lines    int // claude's lines translated so far
-	passed   int // inputs passed so far
-	written  int // lines written so far
-	closedAt int // lines translated when stdin was closed; -1 while open
-}
-
-func (r *liveReplay) Translate(line []byte) ([]drover.Event, error) {
-	if r.lines == 0 {
-		open, err := r.conv.Open()
-		if err != nil {
-			r.t.Fatal(err)
-		}
-		r.wrote(open)
+// replay is the conversation the capture recorded: the lines written
+// (compared as JSON values, whatever the key order), the inputs, and after
+// which of claude's lines stdin was closed.
+func (m liveMeta) replay() uestest.ConversationReplay {
+	r := uestest.ConversationReplay{Written: m.Stdin, ClosedAfter: &m.ClosedAfter}
+	for _, in := range m.Inputs {
+		r.Inputs = append(r.Inputs, uestest.Input{After: in.AfterLine,
+			LiveInput: drover.LiveInput{Answer: in.Answer, Steer: in.Steer, Interrupt: in.Interrupt}})
 	}
-	evs := r.pass()
-	out, err := r.conv.Translate(line)
-	r.lines++
-	r.outbox()
-	return append(evs, out...), err
+	return r
 }
-
-func (r *liveReplay) Finished() bool { return r.conv.Finished() }
-
-func (r *liveReplay) Finish(exit runner.Exit) ([]drover.Event, bool) {
-	evs := r.pass()
-	if r.passed != len(r.meta.Inputs) || r.written != len(r.meta.Stdin) {
-		r.t.Errorf("%s: passed %d of %d inputs, wrote %d of %d lines", r.name, r.passed, len(r.meta.Inputs), r.written, len(r.meta.Stdin))
-	}
-	if r.closedAt != r.meta.ClosedAfter {
-		r.t.Errorf("%s: stdin closed after line %d, captured after %d", r.name, r.closedAt, r.meta.ClosedAfter)
-	}
-	final, rejected := r.conv.Finish(exit)
-	return append(evs, final...), rejected
-}
-
-// pass passes on the inputs written before claude's next line.
-func (r *liveReplay) pass() []drover.Event {
-	var evs []drover.Event
-	for ; r.passed < len(r.meta.Inputs) && r.meta.Inputs[r.passed].AfterLine <= r.lines; r.passed++ {
-		c := r.meta.Inputs[r.passed]
-		in := drover.LiveInput{Answer: c.Answer, Steer: c.Steer, Interrupt: c.Interrupt}
-		out, err := r.conv.Pass(in)
-		if err != nil {
-			r.t.Errorf("%s: input %d refused: %v", r.name, r.passed, err)
-			continue
-		}
-		r.wrote(out)
-		ev := in.Event()
-		ev.Agent, ev.SessionID, ev.Timestamp = r.stamp.Agent, r.stamp.SessionID, r.stamp.Now().UnixMilli()
-		evs = append(evs, ev)
-		r.outbox()
-	}
-	return evs
-}
-
-func (r *liveReplay) outbox() {
-	out, closeInput := r.conv.Outbox()
-	r.wrote(out)
-	if closeInput && r.closedAt < 0 {
-		r.closedAt = r.lines
-	}
-}
-
-// wrote checks that out, what the conversation writes now, is the next of
-// the lines written to the real claude (as JSON, whatever the key order).
-func (r *liveReplay) wrote(out []byte) {
-	for _, l := range strings.SplitAfter(string(out), "\n") {
-		if l == "" {
-			continue
-		}
-		if r.written >= len(r.meta.Stdin) {
-			r.t.Errorf("%s: writes %q, more than was written", r.name, l)
-			return
-		}
-		var got, want any
-		if json.Unmarshal([]byte(l), &got) != nil || json.Unmarshal([]byte(r.meta.Stdin[r.written]), &want) != nil || !reflect.DeepEqual(got, want) {
-			r.t.Errorf("%s: writes %q, captured %q", r.name, l, r.meta.Stdin[r.written])
-		}
-		r.written++
-	}
-}
-
-var _ runner.Translator = (*liveReplay)(nil)
 
 // TestPERM2_AlwaysAsSessionRule: an "always" answer carries Claude's own
 // suggestion as a session rule only when it allows exactly that call.

@@ -11,7 +11,6 @@ import (
 	"github.com/drover-run/drover"
 	"github.com/drover-run/drover/internal/runner"
 	"github.com/drover-run/drover/internal/uestest"
-	"github.com/google/go-cmp/cmp"
 )
 
 var update = flag.Bool("update", false, "rewrite .golden files from the captured native streams")
@@ -38,7 +37,7 @@ var replayer = uestest.Replayer{Agent: ID, New: func(t testing.TB, c uestest.Cap
 		t.Fatalf("%s: %v", c.Path, err)
 	}
 	if m.Mode == "app-server" {
-		return newReplayConv(t, c, s, m)
+		return replayConv(t, c, s, m)
 	}
 	opts := drover.Options{Tier: drover.Tier(m.Tier), DisallowedTools: m.DisallowedTools}
 	info := runInfo{
@@ -57,83 +56,22 @@ var replayer = uestest.Replayer{Agent: ID, New: func(t testing.TB, c uestest.Cap
 
 var goldenThreadRe = regexp.MustCompile(`"thread(?:_id|Id)":"([0-9a-f-]{36})"`)
 
-// replayConv drives a conversation over a live capture the way the runner
-// did: Open first; after each line, Outbox; each recorded input passed on
-// after the recorded number of lines, its event following (as the runner
-// yields it), then Outbox. What it wrote must be the capture's
-// <name>.sent.jsonl, checked at Finish.
-type replayConv struct {
-	t       testing.TB
-	path    string
-	c       *conversation
-	live    []liveStep
-	lines   int
-	sent    []byte
-	pending []drover.Event // events of inputs passed before the first line
-}
-
-func newReplayConv(t testing.TB, c uestest.Capture, s runner.Stamp, m captureMeta) *replayConv {
+// replayConv replays a live capture through a conversation configured as
+// it was run, with uestest.ConversationReplay: the inputs of m.Live, and
+// what was written compared byte for byte with <name>.sent.jsonl.
+func replayConv(t testing.TB, c uestest.Capture, s runner.Stamp, m captureMeta) runner.Translator {
 	opts := drover.Options{Tier: drover.Tier(m.Tier), PartialText: m.PartialText, Resume: m.Resume}
 	info := runInfo{resume: m.Resume != "", cwd: "/ws", tier: opts.EffectiveTier(), tools: offeredTools(opts),
 		removed: removedTools(opts), codexHome: rolloutHome(t, c)}
-	r := &replayConv{t: t, path: c.Path, c: newConversation(s, info, m.Prompt, opts), live: m.Live}
-	open, err := r.c.Open()
+	sent, err := os.ReadFile(c.Path + ".sent.jsonl")
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.sent = open
-	r.pending = r.pass()
-	return r
-}
-
-// pass passes on the inputs due after the lines translated so far.
-func (r *replayConv) pass() []drover.Event {
-	var evs []drover.Event
-	for len(r.live) > 0 && r.live[0].After <= r.lines {
-		in := r.live[0].Input
-		r.live = r.live[1:]
-		out, err := r.c.Pass(in)
-		if err != nil {
-			r.t.Errorf("%s: input after line %d refused: %v", r.path, r.lines, err)
-			continue
-		}
-		r.sent = append(r.sent, out...)
-		ev := in.Event()
-		ev.Agent, ev.SessionID, ev.Timestamp = r.c.Agent, r.c.SessionID, r.c.Now().UnixMilli()
-		evs = append(evs, ev)
-		r.outbox()
+	r := uestest.ConversationReplay{Written: uestest.SplitLines(sent), Exact: true}
+	for _, step := range m.Live {
+		r.Inputs = append(r.Inputs, uestest.Input{After: step.After, LiveInput: step.Input})
 	}
-	return evs
-}
-
-func (r *replayConv) outbox() {
-	out, _ := r.c.Outbox()
-	r.sent = append(r.sent, out...)
-}
-
-func (r *replayConv) Translate(line []byte) ([]drover.Event, error) {
-	evs, err := r.c.Translate(line)
-	r.lines++
-	r.outbox()
-	evs = append(r.pending, evs...)
-	r.pending = nil
-	return append(evs, r.pass()...), err
-}
-
-func (r *replayConv) Finished() bool { return r.c.Finished() }
-
-func (r *replayConv) Finish(exit runner.Exit) ([]drover.Event, bool) {
-	want, err := os.ReadFile(r.path + ".sent.jsonl")
-	if err != nil {
-		r.t.Fatal(err)
-	}
-	if diff := cmp.Diff(string(want), string(r.sent)); diff != "" {
-		r.t.Errorf("%s: what the conversation wrote (-captured +replayed):\n%s", r.path, diff)
-	}
-	if len(r.live) > 0 {
-		r.t.Errorf("%s: %d recorded inputs never passed on", r.path, len(r.live))
-	}
-	return r.c.Finish(exit)
+	return r.Translator(t, c, newConversation(s, info, m.Prompt, opts), s)
 }
 
 // rolloutHome returns a CODEX_HOME holding c's <name>.rollout.jsonl as its

@@ -1,7 +1,8 @@
 // Package uestest holds test helpers shared by drover's packages: validation
 // of encoded events against the shipped UES JSON Schema, and the harness
 // every adapter's translator is tested on (Replayer for golden files and
-// semantic tables over captured native streams, Fuzz for the decoder).
+// semantic tables over captured native streams, ConversationReplay for the
+// captures of live runs, Fuzz for the decoder).
 package uestest
 
 import (
