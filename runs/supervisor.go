@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -45,7 +46,24 @@ type Config struct {
 	// ledger write that failed after a run started, runs reconciled at
 	// start-up. nil means none (quiet).
 	Logger *slog.Logger
+	// Env is added to the environment of every agent process a run
+	// starts (a run's own Options.Env wins over it), and EnvRunID with the
+	// run's id is always set: what a drover started inside the run (a
+	// nested `drover mcp`) needs to reach this ledger and record its runs
+	// as the run's children (MCP-1), such as EnvDB naming the ledger
+	// file. Neither is recorded with the run's options.
+	Env map[string]string
 }
+
+// Variables every agent process a run starts finds in its environment
+// (see Config.Env), so that a drover it starts nests its runs (MCP-1).
+const (
+	// EnvRunID holds the id of the run the process belongs to. Always set.
+	EnvRunID = "DROVER_RUN_ID"
+	// EnvDB names the ledger file, when the supervisor's owner sets it in
+	// Config.Env (the drover command does).
+	EnvDB = "DROVER_DB"
+)
 
 // StartRequest asks for one run. Its Options.SessionID continues that
 // drover session (LED-4; "" starts a new one) and its Options.Timeout
@@ -54,8 +72,12 @@ type StartRequest struct {
 	Agent   string
 	Prompt  string
 	Options drover.Options
-	// ParentID makes the run a child of an active run of this supervisor
-	// (RUN-5): it is ended when the parent ends.
+	// ParentID makes the run a child of an active run (RUN-5), of this
+	// supervisor or of another drover process sharing the ledger (a run
+	// started from inside a run, MCP-1). It is ended "parent ended" when
+	// the parent ends: with it, for a parent of this supervisor (the
+	// parent's end is recorded after the child's); within Config.Poll of
+	// the parent's end in the ledger, for a parent owned elsewhere.
 	ParentID string
 	// ForkFrom starts a new session that continues from the end of that
 	// earlier run, leaving the run's own session untouched (LED-4). The
@@ -73,7 +95,9 @@ type Started struct {
 var (
 	// ErrClosed: the supervisor is closed.
 	ErrClosed = errors.New("supervisor closed")
-	// ErrParentEnded: the named parent is not an active run of this supervisor.
+	// ErrParentEnded: the named parent is not an active run: it has
+	// ended, its end was asked for (a cancel), or the ledger has no run of
+	// that id.
 	ErrParentEnded = errors.New("parent run is not active")
 )
 
@@ -110,14 +134,18 @@ type Supervisor struct {
 
 // active is one run this supervisor owns and has not finished.
 type active struct {
-	id       string
-	req      StartRequest
-	ctx      context.Context
-	cancel   context.CancelCauseFunc
-	done     chan struct{} // closed once the ledger has its end
-	parent   *active
-	children map[string]*active // guarded by Supervisor.mu
-	control  *drover.Control    // answers, steering, interrupts (CTL-1, CTL-3)
+	id     string
+	req    StartRequest
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	done   chan struct{} // closed once the ledger has its end
+	parent *active
+	// remoteParent is the id of the parent when another drover process
+	// owns it (parent is then nil); pollOwned ends the run when the
+	// ledger shows the parent ended.
+	remoteParent string
+	children     map[string]*active // guarded by Supervisor.mu
+	control      *drover.Control    // answers, steering, interrupts (CTL-1, CTL-3)
 
 	notify signal // fired whenever an event of the run is persisted
 }
@@ -208,8 +236,25 @@ func NewRunID() string {
 // Start records a new run and returns its id and session at once (RUN-1);
 // the run waits as pending until a slot is free (RUN-7). It refuses what
 // Check refuses, an unknown session or fork run (store.ErrNotFound), and a
-// parent that is not active (ErrParentEnded); then nothing is recorded.
+// parent that is not active (ErrParentEnded); then nothing is recorded. A
+// parent this supervisor does not own is looked up in the ledger.
 func (s *Supervisor) Start(ctx context.Context, req StartRequest) (Started, error) {
+	remoteParent := ""
+	if req.ParentID != "" && s.lookup(req.ParentID) == nil {
+		// Not ours, or ours and already ended: the ledger says which. A
+		// run of this supervisor stays in s.active until its end is
+		// recorded, so one that is missing here is never shown running.
+		p, err := s.st.GetRun(ctx, req.ParentID)
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+			return Started{}, fmt.Errorf("%w: no run %s in the ledger", ErrParentEnded, req.ParentID)
+		case err != nil:
+			return Started{}, fmt.Errorf("parent run %s: %w", req.ParentID, err)
+		case p.Status.Terminal() || p.CancelRequested || p.Owner == s.cfg.Owner:
+			return Started{}, fmt.Errorf("%w: %s", ErrParentEnded, req.ParentID)
+		}
+		remoteParent = p.ID
+	}
 	var fork *store.Run
 	if req.ForkFrom != "" {
 		r, err := s.st.GetRun(ctx, req.ForkFrom)
@@ -258,7 +303,7 @@ func (s *Supervisor) Start(ctx context.Context, req StartRequest) (Started, erro
 		return Started{}, ErrClosed
 	}
 	var parent *active
-	if req.ParentID != "" {
+	if req.ParentID != "" && remoteParent == "" {
 		parent = s.active[req.ParentID]
 		if parent == nil || parent.ctx.Err() != nil {
 			return Started{}, fmt.Errorf("%w: %s", ErrParentEnded, req.ParentID)
@@ -273,7 +318,7 @@ func (s *Supervisor) Start(ctx context.Context, req StartRequest) (Started, erro
 	// A child's context is its own, not derived from the parent's, so that
 	// its end can say "parent ended" rather than the parent's own reason;
 	// cancelTreeLocked and execute cascade explicitly.
-	a := &active{id: id, req: req, done: make(chan struct{}), parent: parent,
+	a := &active{id: id, req: req, done: make(chan struct{}), parent: parent, remoteParent: remoteParent,
 		children: map[string]*active{}, control: req.Options.Control}
 	if a.control == nil {
 		a.control = drover.NewControl()
@@ -347,6 +392,9 @@ func Check(reg *drover.Registry, req StartRequest, fork *store.Run, session *sto
 // Store returns the ledger the supervisor records in.
 func (s *Supervisor) Store() store.Store { return s.st }
 
+// Registry returns the agents the supervisor can run.
+func (s *Supervisor) Registry() *drover.Registry { return s.eng.Registry() }
+
 // notifyLocked wakes everyone waiting on RunsChanged.
 func (s *Supervisor) notifyLocked() {
 	close(s.changed)
@@ -406,6 +454,7 @@ func (s *Supervisor) execute(a *active) {
 	pipeline.Go(rec.commit)
 	if a.ctx.Err() == nil {
 		opts := a.req.Options
+		opts.Env = s.agentEnv(a)
 		opts.ProcessObserver = rec.processStarted
 		opts.Control = a.control
 		events, err := s.eng.Run(a.ctx, a.req.Agent, a.req.Prompt, opts)
@@ -436,6 +485,16 @@ func (s *Supervisor) execute(a *active) {
 	close(rec.pending)
 	pipeline.Wait()
 	rec.finish()
+}
+
+// agentEnv is the environment a's agent processes get besides drover's
+// own: Config.Env, then the run's Options.Env, then EnvRunID.
+func (s *Supervisor) agentEnv(a *active) map[string]string {
+	env := make(map[string]string, len(s.cfg.Env)+len(a.req.Options.Env)+1)
+	maps.Copy(env, s.cfg.Env)
+	maps.Copy(env, a.req.Options.Env)
+	env[EnvRunID] = a.id
+	return env
 }
 
 // cancelTreeLocked cancels a with cause and all its descendants with
@@ -473,7 +532,8 @@ func (s *Supervisor) Cancel(ctx context.Context, id string) error {
 
 // pollOwned applies what other processes asked of the runs this supervisor
 // owns through the ledger: cancellations, and answers, steering messages
-// and interrupts (CTL-3: from any process).
+// and interrupts (CTL-3: from any process); and it ends the runs whose
+// parent, owned by another process, has ended (RUN-5, MCP-1).
 func (s *Supervisor) pollOwned() {
 	t := time.NewTicker(s.cfg.Poll)
 	defer t.Stop()
@@ -485,16 +545,39 @@ func (s *Supervisor) pollOwned() {
 		}
 		s.mu.Lock()
 		ids := make([]string, 0, len(s.active))
-		for id := range s.active {
+		remote := map[string][]string{} // parent owned elsewhere → its children here
+		for id, a := range s.active {
 			ids = append(ids, id)
+			if a.remoteParent != "" {
+				remote[a.remoteParent] = append(remote[a.remoteParent], id)
+			}
 		}
 		s.mu.Unlock()
+		// Parents first: a child whose parent ended and that was also
+		// cancelled says "parent ended" (the first cause wins).
+		for parent, children := range remote {
+			if r, err := s.st.GetRun(s.ctx, parent); err == nil && r.Status.Terminal() {
+				s.endChildren(children)
+			}
+		}
 		for _, id := range ids {
 			if r, err := s.st.GetRun(s.ctx, id); err == nil && r.CancelRequested {
 				_ = s.Cancel(s.ctx, id)
 			}
 		}
 		s.applyControls(ids)
+	}
+}
+
+// endChildren ends the runs ids (those still active) and their
+// descendants "parent ended".
+func (s *Supervisor) endChildren(ids []string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, id := range ids {
+		if a := s.active[id]; a != nil {
+			s.cancelTreeLocked(a, errParentEnded)
+		}
 	}
 }
 
