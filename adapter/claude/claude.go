@@ -24,7 +24,8 @@ func (a *Adapter) Capabilities() drover.Capabilities {
 		AllowedTools: true, DisallowedTools: true, AddDirs: true, SystemPrompt: true,
 		PartialText: true, Thinking: true, Cost: true, ConfigDir: true, Endpoint: true, APIRetries: true,
 		Permissions: true, Steer: true, Interrupt: true,
-		Tiers: drover.Tiers(),
+		Tiers:         drover.Tiers(),
+		MCPTransports: []string{"stdio", "http", "sse"},
 	}
 }
 
@@ -42,11 +43,17 @@ func (a *Adapter) Prepare(req drover.Request) (*runner.Launch, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Written last: nothing after it can fail and leave the file behind.
+	mcpArgs, cleanup, err := writeMCPConfig(req.Options)
+	if err != nil {
+		return nil, err
+	}
+	args = append(args, mcpArgs...)
 	tr := newTranslator(a.Stamp(req), req.Options.Resume != "")
 	if live {
-		return &runner.Launch{Args: args, Env: env, Translator: newConversation(tr, req.Prompt)}, nil
+		return &runner.Launch{Args: args, Env: env, Translator: newConversation(tr, req.Prompt), Cleanup: cleanup}, nil
 	}
-	return &runner.Launch{Args: args, Env: env, Stdin: req.Prompt, Translator: tr}, nil
+	return &runner.Launch{Args: args, Env: env, Stdin: req.Prompt, Translator: tr, Cleanup: cleanup}, nil
 }
 
 // Adapter runs Claude Code. The zero value is not usable; call New.
@@ -61,7 +68,8 @@ func New() *Adapter {
 
 // Args returns the claude command-line arguments for opts in a headless
 // run (the prompt goes on stdin). It is exported so the flag mapping can be
-// read and tested.
+// read and tested. Options.MCPServers also add --mcp-config FILE, which
+// Prepare writes (see MCPConfig).
 func Args(opts drover.Options) ([]string, error) { return args(opts, false) }
 
 // LiveArgs returns the claude command-line arguments for opts in a run that
@@ -81,6 +89,7 @@ func args(opts drover.Options, live bool) ([]string, error) {
 		return nil, err
 	}
 	args = append(args, tierArgs...)
+	args = append(args, mcpTierArgs(opts)...)
 	if opts.Model != "" {
 		args = append(args, "--model", opts.Model)
 	}

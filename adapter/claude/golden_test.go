@@ -62,6 +62,12 @@ func TestADP2_GoldenSemantics(t *testing.T) {
 		"supervised_touch_denied":  {Types: []drover.EventType{"tool_use", "tool_result", "done"}, Status: drover.StatusSuccess, ToolState: drover.ToolDenied},
 		"autonomous_bash":          {Types: []drover.EventType{"tool_use", "tool_result", "done"}, Status: drover.StatusSuccess, ToolState: drover.ToolSuccess},
 		"agent_background":         {Types: []drover.EventType{"init", "tool_use", "tool_result", "claude-code:init", "text", "done"}, Status: drover.StatusSuccess},
+		// MCP tools (MCP-2): named mcp__SERVER__TOOL; allowed by the
+		// sandbox's rule, denied by dontAsk in headless supervised.
+		"mcp_allowed": {Types: []drover.EventType{"init", "tool_use", "tool_result", "text", "done"}, Status: drover.StatusSuccess,
+			ToolState: drover.ToolSuccess, ToolName: "mcp__echo__echo"},
+		"mcp_denied": {Types: []drover.EventType{"init", "tool_use", "claude-code:permission_denied", "tool_result", "text", "done"}, Status: drover.StatusSuccess,
+			ToolState: drover.ToolDenied, ToolName: "mcp__echo__echo"},
 
 		// Interactive runs (captured by e2e/interactive_claude_test.go).
 		"live_allow": {Types: []drover.EventType{"init", "tool_use", "permission_request", "drover:permission_answer", "tool_result", "text", "done"},
