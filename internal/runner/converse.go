@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"context"
 	"io"
 	"sync"
 	"time"
@@ -10,9 +11,11 @@ import (
 
 // converse drives a Conversation over the started process p, whose stdin
 // reads from in: it writes Open, then serves the process's lines and the
-// run's live inputs together until the process's stdout ends. It reports
-// whether the attempt is to go on to the process's end (false: the
-// consumer stopped, or reading failed, and the attempt is over).
+// run's live inputs (none when live is nil) together until the process's
+// stdout ends. It reports whether the attempt is to go on to the process's
+// end (false: the consumer stopped, or reading failed, and the attempt is
+// over). An Opener not opened within a.openTimeout is stopped; a
+// Canceller is asked to cancel when ctx ends, and stopped cancelWait later.
 //
 // Goroutines: one line reader, owned here. It ranges over p.Lines and hands
 // each line over, waiting until the line has been handled (the slice is
@@ -21,7 +24,7 @@ import (
 // (which ends a read in progress), and waits for the reader. The writes
 // themselves never block this loop: in queues them for proc's copier, so a
 // vendor that stops reading its stdin, or exits, cannot stall the run.
-func (a *attemptRun) converse(conv Conversation, live drover.Live, in *inputQueue, open []byte) (ok bool) {
+func (a *attemptRun) converse(ctx context.Context, conv Conversation, live drover.Live, in *inputQueue, open []byte) (ok bool) {
 	type item struct {
 		raw []byte
 		err error
@@ -57,7 +60,25 @@ func (a *attemptRun) converse(conv Conversation, live drover.Live, in *inputQueu
 	}()
 
 	in.Write(open)
-	ready := live.Ready()
+	var ready <-chan struct{}
+	if live != nil {
+		ready = live.Ready()
+	}
+	// The two timers below stop the process from their own goroutines
+	// (p.Stop is safe for concurrent use); their channels are read here
+	// only, so the conversation is never touched off this goroutine.
+	var opening <-chan time.Time
+	opener, _ := conv.(Opener)
+	if opener != nil && a.openTimeout > 0 {
+		t := time.NewTimer(a.openTimeout)
+		defer t.Stop()
+		opening = t.C
+	}
+	var cancelled <-chan struct{}
+	canceller, _ := conv.(Canceller)
+	if canceller != nil {
+		cancelled = ctx.Done()
+	}
 	// flush writes what the translator has queued; once it closes stdin,
 	// inputs are no longer taken: they could not reach the vendor, and
 	// the engine records the answers among them itself.
@@ -83,6 +104,17 @@ func (a *attemptRun) converse(conv Conversation, live drover.Live, in *inputQueu
 			if !cont {
 				return false
 			}
+		case <-opening:
+			opening = nil
+			if !opener.Opened() {
+				a.p.Stop(a.grace)
+			}
+		case <-cancelled:
+			cancelled = nil
+			in.Write(canceller.Cancel())
+			flush()
+			t := time.AfterFunc(cancelWait, func() { a.p.Stop(a.grace) })
+			defer t.Stop()
 		case <-ready:
 			for _, input := range live.Take() {
 				out, err := conv.Pass(input)

@@ -29,9 +29,13 @@ type convTranslator struct {
 	outbox   []byte
 	closeIn  bool
 	rejected bool
+	opened   bool
 }
 
-var _ Conversation = (*convTranslator)(nil)
+var (
+	_ Opener    = (*convTranslator)(nil)
+	_ Canceller = (*convTranslator)(nil)
+)
 
 func (c *convTranslator) Translate(line []byte) ([]drover.Event, error) {
 	var m fakeMsg
@@ -40,6 +44,7 @@ func (c *convTranslator) Translate(line []byte) ([]drover.Event, error) {
 	}
 	switch m.Type {
 	case "init":
+		c.opened = true
 		return []drover.Event{c.Init("m", "", nil, nil)}, nil
 	case "ask":
 		return []drover.Event{c.Event(drover.TypePermissionRequest, drover.PermissionRequestPayload{RequestID: m.ID,
@@ -86,6 +91,12 @@ func (c *convTranslator) Pass(in drover.LiveInput) ([]byte, error) {
 	return nil, errors.New("refused")
 }
 
+// Opened implements Opener: the fake printed its init.
+func (c *convTranslator) Opened() bool { return c.opened }
+
+// Cancel implements Canceller.
+func (c *convTranslator) Cancel() []byte { return line2(fakeInput{Kind: "cancel"}) }
+
 func (c *convTranslator) Outbox() ([]byte, bool) {
 	out := c.outbox
 	c.outbox = nil
@@ -97,10 +108,12 @@ func line2(v any) []byte {
 	return append(b, '\n')
 }
 
-// convHooks run the fake conversational CLI in mode.
+// convHooks run the fake conversational CLI in mode; launch, when set,
+// adjusts each Launch.
 type convHooks struct {
 	Base
-	mode string
+	mode   string
+	launch func(*Launch)
 }
 
 func (h *convHooks) Capabilities() drover.Capabilities {
@@ -115,8 +128,12 @@ func (h *convHooks) Prepare(req drover.Request) (*Launch, error) {
 	tr := &convTranslator{Stamp: h.Stamp(req), prompt: req.Prompt}
 	open, _ := tr.Open()
 	// GORACE: under -race, a process otherwise sleeps a second at exit.
-	return &Launch{Args: args, Env: append(os.Environ(), fakeAgentEnv+"="+h.mode, "GORACE=atexit_sleep_ms=0"),
-		Stdin: string(open), Translator: tr}, nil
+	l := &Launch{Args: args, Env: append(os.Environ(), fakeAgentEnv+"="+h.mode, "GORACE=atexit_sleep_ms=0"),
+		Stdin: string(open), Translator: tr}
+	if h.launch != nil {
+		h.launch(l)
+	}
+	return l, nil
 }
 
 // converse runs the fake in mode through the engine with opts (Binary set
@@ -125,12 +142,18 @@ func (h *convHooks) Prepare(req drover.Request) (*Launch, error) {
 // that does not end within a minute fails the test: the loop hung.
 func converse(t *testing.T, mode string, linger time.Duration, opts drover.Options, on func(drover.Event, context.CancelFunc)) ([]drover.Event, int) {
 	t.Helper()
+	return converseWith(t, &convHooks{mode: mode}, linger, opts, on)
+}
+
+// converseWith is converse with hooks of the caller's.
+func converseWith(t *testing.T, hooks *convHooks, linger time.Duration, opts drover.Options, on func(drover.Event, context.CancelFunc)) ([]drover.Event, int) {
+	t.Helper()
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
 	reg := drover.NewRegistry()
-	if err := reg.Register(New(&convHooks{mode: mode}, Spec{ID: "fake", Command: "fake", Linger: linger})); err != nil {
+	if err := reg.Register(New(hooks, Spec{ID: "fake", Command: "fake", Linger: linger})); err != nil {
 		t.Fatal(err)
 	}
 	opts.Binary = exe
@@ -398,6 +421,60 @@ func TestConversationWithoutLiveIsOneShot(t *testing.T) {
 	evs, _ := converse(t, "reject", 0, drover.Options{}, nil)
 	if d, meta := doneOf(t, evs); d.Result != "fresh" || meta["exit"] != "exit status 0" {
 		t.Fatalf("done %+v %v", d, meta)
+	}
+}
+
+// TestConversationConverseWithoutLive: with Launch.Converse, a vendor
+// that speaks only its conversation is conversed with although nobody can
+// answer or steer (no Live): the fake's ping gets the translator's pong,
+// which a one-shot run (its stdin closed after the prompt) never gives.
+func TestConversationConverseWithoutLive(t *testing.T) {
+	hooks := &convHooks{mode: "chat", launch: func(l *Launch) { l.Converse, l.Stdin = true, "" }}
+	// chat ends only after a "finish" steering message, which nobody can
+	// send here: the run is cancelled once the pong has been received.
+	evs, _ := converseWith(t, hooks, 0, drover.Options{}, func(ev drover.Event, cancel context.CancelFunc) {
+		if p, _ := ev.Payload.(drover.TextPayload); p.Content == "pong received" {
+			cancel()
+		}
+	})
+	if got := texts(evs); !slices.Equal(got, []string{"pong received"}) {
+		t.Fatalf("texts %q: want the pong the conversation answered", got)
+	}
+}
+
+// TestADP6_ConversationOpenTimeout: an Opener whose vendor never answers
+// its opening is stopped at Launch.OpenTimeout, and the run ends instead
+// of hanging.
+func TestADP6_ConversationOpenTimeout(t *testing.T) {
+	hooks := &convHooks{mode: "mute", launch: func(l *Launch) { l.OpenTimeout = 300 * time.Millisecond }}
+	evs, pid := converseWith(t, hooks, 0, drover.Options{Control: drover.NewControl()}, nil)
+	if d, _ := doneOf(t, evs); d.Status != drover.StatusError {
+		t.Fatalf("done %+v: %v", d, types(evs))
+	}
+	if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
+		t.Fatalf("the vendor process %d is still there: %v", pid, err)
+	}
+}
+
+// TestENG005_ConversationCancelAsksFirst: cancelling the run of a
+// Canceller writes its cancel request before the process is stopped: the
+// fake got it (and wrote its file), and the run ends interrupted.
+func TestENG005_ConversationCancelAsksFirst(t *testing.T) {
+	mark := t.TempDir() + "/cancelled"
+	hooks := &convHooks{mode: "cancellable", launch: func(l *Launch) { l.Env = append(l.Env, fakeArgEnv+"="+mark) }}
+	evs, pid := converseWith(t, hooks, 0, drover.Options{Control: drover.NewControl()}, func(ev drover.Event, cancel context.CancelFunc) {
+		if ev.Type == drover.TypeInit {
+			cancel()
+		}
+	})
+	if d, _ := doneOf(t, evs); d.Status != drover.StatusInterrupted {
+		t.Fatalf("done %+v: %v", d, types(evs))
+	}
+	if data, err := os.ReadFile(mark); string(data) != "cancelled" {
+		t.Fatalf("the vendor never got the cancel request: %q, %v", data, err)
+	}
+	if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
+		t.Fatalf("the vendor process %d is still there: %v", pid, err)
 	}
 }
 

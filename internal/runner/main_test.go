@@ -69,6 +69,9 @@ func runFake(mode, arg string) int {
 //	             result and exits 0 at EOF
 //	toolong      prints a line longer than proc's cap, then a result;
 //	             exits 0 at EOF
+//	mute         prints nothing and sleeps, whatever comes on stdin
+//	cancellable  prints init, then waits for a "cancel" input: writes the
+//	             file $RUNNER_FAKE_ARG, prints a result, exits 0 at EOF
 func converseFake(mode string, out *bufio.Writer) int {
 	say := func(m fakeMsg) {
 		printMsg(out, m)
@@ -89,6 +92,10 @@ func converseFake(mode string, out *bufio.Writer) int {
 	if mode == "reject" && slices.Contains(os.Args[1:], "--resume") {
 		say(fakeMsg{Type: "rejected"})
 		return 1
+	}
+	if mode == "mute" {
+		time.Sleep(fakeLifetime)
+		return 0
 	}
 	if m, ok := next(); !ok || m.Kind != "prompt" {
 		fmt.Fprintf(os.Stderr, "fake: first input %+v, want the prompt\n", m)
@@ -150,6 +157,18 @@ func converseFake(mode string, out *bufio.Writer) int {
 	case "reject":
 		say(fakeMsg{Type: "result", Text: "fresh"})
 		return untilEOF()
+	case "cancellable":
+		for {
+			m, ok := next()
+			if !ok {
+				return 7
+			}
+			if m.Kind == "cancel" {
+				os.WriteFile(os.Getenv(fakeArgEnv), []byte("cancelled"), 0o600)
+				say(fakeMsg{Type: "result", Text: "cancelled"})
+				return untilEOF()
+			}
+		}
 	case "toolong":
 		out.WriteString(`{"type":"said","text":"`)
 		out.Write(bytes.Repeat([]byte("x"), 64<<20))

@@ -44,11 +44,13 @@ type Translator interface {
 // Conversation is a Translator whose vendor takes input while it runs: a
 // stream of JSON messages on stdin (Claude Code's stream-json input) or a
 // JSON-RPC session (Codex's app-server, ACP). A vendor's Prepare returns
-// one when req.Live is set, with arguments for that mode; the runner then
+// one when req.Live is set, with arguments for that mode, or for every run
+// when the vendor speaks nothing else (Launch.Converse); the runner then
 // keeps the process's stdin open as a pipe, writes Open first, passes the
 // run's live inputs on with Pass (yielding each input's event once passed
 // on), writes what Outbox queues after every Translate, and closes stdin
 // when Outbox says so or the process has ended. Launch.Stdin is not used.
+// Without a Live no inputs come.
 type Conversation interface {
 	Translator
 	// Open returns what to write first: the prompt as the vendor's first
@@ -65,6 +67,31 @@ type Conversation interface {
 	// and whether stdin is to be closed after it.
 	Outbox() (out []byte, closeInput bool)
 }
+
+// Opener is a Conversation that says when its vendor has answered its
+// opening (ACP's initialize and session). With Launch.OpenTimeout set, the
+// runner stops a vendor that has not answered by then; the conversation's
+// Finish then reports it (the process's Exit says Stopped). Without this a
+// vendor that never answers would hang the run until its timeout.
+type Opener interface {
+	Conversation
+	// Opened reports whether the vendor has answered the opening.
+	Opened() bool
+}
+
+// Canceller is a Conversation whose vendor can be asked to end its turn
+// (ACP's session/cancel). When the run's context is cancelled, the runner
+// writes Cancel's bytes first and stops the process only if it has not
+// ended a short while later (cancelWait), instead of stopping it at once.
+type Canceller interface {
+	Conversation
+	// Cancel returns what asks the vendor to end its turn, or nothing.
+	Cancel() []byte
+}
+
+// cancelWait is how long a Canceller's vendor has, after its cancel
+// request, to end before it is stopped.
+const cancelWait = time.Second
 
 // Exit is how a vendor process ended (proc.Exit), named here so that a
 // vendor package needs no other internal package than this kit.
@@ -85,6 +112,13 @@ type Launch struct {
 	Translator Translator
 	// Cleanup, when set, runs after the process is gone (temporary config).
 	Cleanup func()
+	// Converse, with a Translator that is a Conversation, drives the
+	// conversation even without a Live: for a vendor that speaks nothing
+	// else (ACP). No inputs come then.
+	Converse bool
+	// OpenTimeout, with a Translator that is an Opener, bounds how long the
+	// vendor may take to answer its opening; 0 means no bound.
+	OpenTimeout time.Duration
 }
 
 // defaultLinger is Spec.Linger's default: long enough for a CLI to flush
@@ -133,7 +167,7 @@ func (b *Base) attempt(ctx context.Context, path string, req drover.Request, yie
 		defer l.Cleanup()
 	}
 	conv, _ := l.Translator.(Conversation)
-	if req.Live == nil {
+	if req.Live == nil && !l.Converse {
 		conv = nil
 	}
 	spec := proc.Spec{Path: path, Args: l.Args, Env: l.Env, Dir: req.Options.Cwd}
@@ -172,7 +206,17 @@ func (b *Base) attempt(ctx context.Context, path string, req drover.Request, yie
 	if linger <= 0 {
 		linger = defaultLinger
 	}
-	p, err := proc.Start(ctx, spec)
+	procCtx := ctx
+	if _, ok := conv.(Canceller); ok {
+		// The conversation loop asks the vendor to end its turn when ctx
+		// ends, and stops it only if it does not: proc must not stop it
+		// first.
+		if ctx.Err() != nil {
+			return false
+		}
+		procCtx = context.WithoutCancel(ctx)
+	}
+	p, err := proc.Start(procCtx, spec)
 	if err != nil {
 		yield(drover.Event{}, &drover.Error{Code: drover.CodeAdapterError, Message: "start " + id, Err: err})
 		return false
@@ -183,14 +227,14 @@ func (b *Base) attempt(ctx context.Context, path string, req drover.Request, yie
 	req.ProcessStarted(p.Pid(), p.Pgid())
 
 	a := &attemptRun{id: id, sessionID: req.Options.SessionID, yield: yield, p: p, tr: l.Translator,
-		linger: linger, grace: spec.Grace}
+		linger: linger, grace: spec.Grace, openTimeout: l.OpenTimeout}
 	defer func() {
 		if a.timer != nil {
 			a.timer.Stop()
 		}
 	}()
 	if conv != nil {
-		if !a.converse(conv, req.Live, in, open) {
+		if !a.converse(ctx, conv, req.Live, in, open) {
 			return false
 		}
 	} else if !a.oneShot() {
@@ -223,6 +267,8 @@ type attemptRun struct {
 	linger    time.Duration
 	grace     time.Duration
 	timer     *time.Timer // the linger watchdog, once started
+	// openTimeout is Launch.OpenTimeout, for an Opener.
+	openTimeout time.Duration
 }
 
 // oneShot yields the translated lines of a process whose input is already
