@@ -171,10 +171,15 @@ func (m MCPServer) validate(name string) error {
 	return nil
 }
 
-// EffectiveTier returns the tier, or DefaultTier when none is set.
+// EffectiveTier returns the tier by its canonical name (an OpenNova name
+// such as "unrestricted" is the tier it stands for), or DefaultTier when
+// none is set. An unknown name is returned as it is (Validate refuses it).
 func (o Options) EffectiveTier() Tier {
 	if o.Tier == "" {
 		return DefaultTier
+	}
+	if t, err := ParseTier(string(o.Tier)); err == nil {
+		return t
 	}
 	return o.Tier
 }

@@ -50,7 +50,8 @@ func TestPRO4_DashboardRealClaude(t *testing.T) {
 	go func() {
 		// Reads stderr to its end, so the child never blocks on it; the
 		// test waits for this goroutine through exited.
-		re := regexp.MustCompile(`dashboard at (http://127\.0\.0\.1:\d+)/`)
+		// The address with the token of this start (drover serve makes one).
+		re := regexp.MustCompile(`dashboard at (http://127\.0\.0\.1:\d+/#token=[0-9a-f]+)`)
 		sc := bufio.NewScanner(stderr)
 		for sc.Scan() {
 			logMu.Lock()
@@ -88,7 +89,7 @@ func TestPRO4_DashboardRealClaude(t *testing.T) {
 		t.Fatalf("drover serve announced no dashboard:\n%s", logged())
 	}
 
-	b.Do(t, "open the dashboard", chromedp.Navigate(url+"/"))
+	b.Do(t, "open the dashboard", chromedp.Navigate(url))
 	b.Wait(t, "the dashboard, live", `!document.getElementById('app').hidden && document.getElementById('conn').dataset.state === 'live'`)
 	b.Do(t, "start claude from the form",
 		chromedp.SendKeys(chromedp.ID("new-agent"), "claude"),

@@ -39,8 +39,9 @@ const (
 	// CodeRunFailed: a run could not be started although the request was
 	// valid (the supervisor is closing, the ledger refused the run).
 	CodeRunFailed = "RUN_FAILED"
-	// CodeBoundaryViolation is reserved for the substrate engine's
-	// boundaries (DESIGN.md §5b); no op returns it yet.
+	// CodeBoundaryViolation: the request asks for more than this server
+	// or the run's parent allows: the autonomous tier on a server that
+	// does not allow it; later, directories outside a parent's (BND-1).
 	CodeBoundaryViolation = "BOUNDARY_VIOLATION"
 	// CodeConflict: the request does not apply to the run as it is now: a
 	// permission request that already has its answer (the first wins), a

@@ -37,6 +37,11 @@ type Config struct {
 	// started ("drover serve --fakemodel" points every run at its model
 	// server this way). It must only add to what the client asked for.
 	Defaults func(*drover.Options)
+	// AllowAutonomous lets clients start runs in the autonomous tier (no
+	// prompts, no containment); without it such a run is refused with
+	// BOUNDARY_VIOLATION. The server's operator decides (drover serve
+	// --allow-autonomous), never a client (SEC-1).
+	AllowAutonomous bool
 	// Client names the transport in what it records of its clients' answers
 	// and steering when a client names nobody; "" means "protocol".
 	Client string
@@ -100,6 +105,9 @@ func (s *Server) Run(ctx context.Context, p RunParams) (*RunResult, error) {
 	}
 	if s.cfg.Defaults != nil {
 		s.cfg.Defaults(&opts)
+	}
+	if opts.EffectiveTier() == drover.TierAutonomous && !s.cfg.AllowAutonomous {
+		return nil, errorf(CodeBoundaryViolation, "tier autonomous is refused by this server: its operator can allow it (drover serve --allow-autonomous)")
 	}
 	started, err := s.sup.Start(ctx, runs.StartRequest{Agent: p.Agent, Prompt: p.Prompt, Options: opts,
 		ParentID: p.Parent, ForkFrom: p.Fork})

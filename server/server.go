@@ -46,7 +46,10 @@ const DefaultAddr = "127.0.0.1:8765"
 // Config tunes a Server; zero fields take the defaults.
 type Config struct {
 	// Token, when set, is required of every request as
-	// "Authorization: Bearer <token>".
+	// "Authorization: Bearer <token>" (or the dashboard's cookie). Without
+	// one, only requests naming a loopback host (Host: 127.0.0.1:PORT,
+	// localhost:PORT, [::1]:PORT) are served: a web page that rebinds its
+	// own name to 127.0.0.1 cannot drive the server (SEC-1).
 	Token string
 	// Heartbeat is how often an idle stream sends a ": ping" comment;
 	// 0 means 15 s.
@@ -100,8 +103,29 @@ func New(ps *protocol.Server, cfg Config) *Server {
 	cop.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		writeError(w, http.StatusForbidden, CodeForbidden, "cross-origin request refused")
 	}))
-	s.h = s.auth(cop.Handler(s.mux))
+	s.h = s.hostCheck(s.auth(cop.Handler(s.mux)))
 	return s
+}
+
+// hostCheck refuses, on a server without a token, a request whose Host is
+// not a loopback name: DNS rebinding gives a web page a name of its own
+// that resolves to 127.0.0.1, and its requests then carry that name,
+// which the cross-origin check cannot tell from a same-origin request.
+func (s *Server) hostCheck(next http.Handler) http.Handler {
+	if s.cfg.Token != "" {
+		return next
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		host := r.Host
+		if h, _, err := net.SplitHostPort(host); err == nil {
+			host = h
+		}
+		if !IsLoopback(host) {
+			writeError(w, http.StatusForbidden, CodeForbidden, fmt.Sprintf("host %q is not a loopback name: this server takes requests for 127.0.0.1 or localhost only (or start it with a token)", r.Host))
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 // Handler returns the server's handler: authentication, cross-origin
@@ -226,6 +250,8 @@ func Status(code string) int {
 		return http.StatusNotFound
 	case protocol.CodeConflict:
 		return http.StatusConflict
+	case protocol.CodeBoundaryViolation:
+		return http.StatusForbidden
 	case CodeUnauthorized:
 		return http.StatusUnauthorized
 	case CodeForbidden:

@@ -2,6 +2,8 @@ package cli
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -19,7 +21,7 @@ import (
 
 func newServeCmd(e *env) *cobra.Command {
 	var db, addr, token, fakeScript, fakeLog string
-	var stdio, fakeOn bool
+	var stdio, fakeOn, noToken, allowAutonomous bool
 	var limit int
 	var approvalTimeout time.Duration
 	cmd := &cobra.Command{
@@ -30,11 +32,14 @@ func newServeCmd(e *env) *cobra.Command {
 
 Without --stdio, drover serves HTTP (docs/http.md): JSON endpoints under /v1,
 Server-Sent Events streams of runs' events, and a web dashboard at /
-(docs/dashboard.md). It binds 127.0.0.1:8765
-unless told otherwise (--addr) and refuses a non-loopback address without a
-token. With a token (--token, or better DROVER_TOKEN, which 'ps' does not
-show) every request needs "Authorization: Bearer <token>". SIGINT or SIGTERM
-ends the streams, cancels the runs and exits 130.
+(docs/dashboard.md). It binds 127.0.0.1:8765 unless told otherwise (--addr).
+Every request needs "Authorization: Bearer <token>" (the dashboard signs in
+with it): the token is --token, else DROVER_TOKEN (which 'ps' does not
+show), else a new random one printed with the dashboard's address. With
+--no-token, on loopback only, requests are served only when they name a
+loopback host (no DNS rebinding). Clients cannot start autonomous runs unless
+--allow-autonomous says so (docs/security.md). SIGINT or SIGTERM ends the
+streams, cancels the runs and exits 130.
 
 With --stdio (docs/protocol.md): one JSON request a line on stdin, one JSON
 response or event a line on stdout. When stdin ends, drover cancels the runs
@@ -42,8 +47,9 @@ this connection started (a program that went away leaves no orphans),
 answers what is still in flight and exits 0. SIGINT or SIGTERM does the same
 and exits 130; a second one kills every agent process group at once.`,
 		Example: `  drover serve
-  curl -s -XPOST localhost:8765/v1/runs -d '{"agent":"claude","prompt":"explain main.go"}'
-  curl -N localhost:8765/v1/runs/run_…/stream
+  export DROVER_TOKEN=$(openssl rand -hex 16); drover serve &
+  curl -s -H "Authorization: Bearer $DROVER_TOKEN" -XPOST localhost:8765/v1/runs -d '{"agent":"claude","prompt":"explain main.go"}'
+  curl -N -H "Authorization: Bearer $DROVER_TOKEN" localhost:8765/v1/runs/run_…/stream
 
   drover serve --fakemodel    # offline: every run talks to the scripted model server
 
@@ -56,15 +62,26 @@ and exits 130; a second one kills every agent process group at once.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
-			if stdio && (cmd.Flags().Changed("addr") || cmd.Flags().Changed("token")) {
-				return usagef("--stdio does not take --addr or --token")
+			if stdio && (cmd.Flags().Changed("addr") || cmd.Flags().Changed("token") || noToken) {
+				return usagef("--stdio does not take --addr, --token or --no-token")
 			}
+			if noToken && cmd.Flags().Changed("token") {
+				return usagef("--token and --no-token exclude each other")
+			}
+			generated := false
 			if !stdio {
-				if token == "" {
+				if token == "" && !noToken {
 					token = os.Getenv("DROVER_TOKEN")
 				}
+				// A non-loopback address needs a token given on purpose.
 				if err := server.CheckAddr(addr, token); err != nil {
 					return usagef("%v", err)
+				}
+				if token == "" && !noToken {
+					// A token of this start's own, as notebook servers do:
+					// on loopback too, only who reads it from this terminal
+					// (or is handed the dashboard address) can drive runs.
+					token, generated = newToken(), true
 				}
 			}
 			if approvalTimeout < 0 {
@@ -75,7 +92,7 @@ and exits 130; a second one kills every agent process group at once.`,
 				return err
 			}
 			rcfg := runs.Config{Limit: limit, DefaultApprovalTimeout: approvalTimeout}
-			pcfg := protocol.Config{Logger: e.log}
+			pcfg := protocol.Config{Logger: e.log, AllowAutonomous: allowAutonomous}
 			if fake != nil {
 				apply, stop, err := fake.start(e, true)
 				if err != nil {
@@ -87,13 +104,15 @@ and exits 130; a second one kills every agent process group at once.`,
 			if stdio {
 				return serveStdio(ctx, e, db, rcfg, pcfg)
 			}
-			return serveHTTP(ctx, e, db, rcfg, addr, token, pcfg)
+			return serveHTTP(ctx, e, db, rcfg, addr, token, generated, pcfg)
 		},
 	}
 	addDBFlag(cmd, &db)
 	cmd.Flags().BoolVar(&stdio, "stdio", false, "speak the protocol on stdin and stdout instead of HTTP")
 	cmd.Flags().StringVar(&addr, "addr", server.DefaultAddr, "HTTP address to listen on")
-	cmd.Flags().StringVar(&token, "token", "", "bearer token every HTTP request must carry (default $DROVER_TOKEN)")
+	cmd.Flags().StringVar(&token, "token", "", "bearer token every HTTP request must carry (default $DROVER_TOKEN, else a new random one, printed)")
+	cmd.Flags().BoolVar(&noToken, "no-token", false, "serve loopback without a token (only requests naming a loopback host are served)")
+	cmd.Flags().BoolVar(&allowAutonomous, "allow-autonomous", false, "let clients start runs in the autonomous tier (refused otherwise)")
 	cmd.Flags().IntVar(&limit, "limit", 8, "runs that may run at once; more wait as pending")
 	cmd.Flags().DurationVar(&approvalTimeout, "approval-timeout", 0, "how long the permission requests of runs that name no approvalTimeout wait for a client's answer (the dashboard, respond, drover approve); 0: denied at once unless a rule allows")
 	cmd.Flags().BoolVar(&fakeOn, "fakemodel", false, "point every run that names no endpoint at drover's built-in scripted model server (offline)")
@@ -119,7 +138,7 @@ func serveStdio(ctx context.Context, e *env, db string, rcfg runs.Config, pcfg p
 // serveHTTP serves until ctx ends (a signal), then ends the streams and
 // awaits in progress, lets other requests finish for a moment, and exits
 // 130; withLedger then cancels the runs still going.
-func serveHTTP(ctx context.Context, e *env, db string, rcfg runs.Config, addr, token string, pcfg protocol.Config) error {
+func serveHTTP(ctx context.Context, e *env, db string, rcfg runs.Config, addr, token string, generated bool, pcfg protocol.Config) error {
 	return e.withLedger(ctx, db, rcfg, func(sup *runs.Supervisor, st store.Store) error {
 		ln, err := net.Listen("tcp", addr)
 		if err != nil {
@@ -128,10 +147,17 @@ func serveHTTP(ctx context.Context, e *env, db string, rcfg runs.Config, addr, t
 		hs := server.New(protocol.NewServer(sup, pcfg), server.Config{Token: token, Logger: e.log})
 		h := hs.HTTPServer()
 		fmt.Fprintf(e.stderr, "drover: serving HTTP on http://%s\n", ln.Addr())
-		if token == "" {
-			fmt.Fprintf(e.stderr, "drover: dashboard at http://%s/\n", ln.Addr())
-		} else {
+		switch {
+		case token == "":
+			fmt.Fprintf(e.stderr, "drover: dashboard at http://%s/ (no token: requests for loopback host names only)\n", ln.Addr())
+		case generated:
+			fmt.Fprintf(e.stderr, "drover: dashboard at http://%s/#token=%s\n", ln.Addr(), token)
+			fmt.Fprintf(e.stderr, "drover: API token %s (Authorization: Bearer …; --no-token or DROVER_TOKEN to choose otherwise)\n", token)
+		default:
 			fmt.Fprintf(e.stderr, "drover: dashboard at http://%s/#token=<token> (or sign in with the token there)\n", ln.Addr())
+		}
+		if pcfg.AllowAutonomous {
+			fmt.Fprintln(e.stderr, "drover: clients may start autonomous runs (--allow-autonomous)")
 		}
 		served := make(chan error, 1)
 		go func() { served <- h.Serve(ln) }()
@@ -152,4 +178,13 @@ func serveHTTP(ctx context.Context, e *env, db string, rcfg runs.Config, addr, t
 		}
 		return exitError{ExitInterrupted}
 	})
+}
+
+// newToken returns a random token for one start of the server.
+func newToken() string {
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic(err) // crypto/rand does not fail on supported platforms
+	}
+	return hex.EncodeToString(b[:])
 }
