@@ -705,3 +705,30 @@ func TestMCP2_ServersValidatedAndRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// SEC-3: what is recorded of a run's options has no credential in it.
+func TestSEC3_OptionsRedacted(t *testing.T) {
+	o := drover.Options{Endpoint: &drover.Endpoint{BaseURL: "http://127.0.0.1:1", APIKey: "sk-endpoint"},
+		Env: map[string]string{"OPENAI_API_KEY": "sk-env", "GITHUB_TOKEN": "ghp-x", "GIT_AUTHOR_NAME": "Ada", "FOO": "bar"},
+		MCPServers: map[string]drover.MCPServer{
+			"docs":    {URL: "https://docs.example/mcp", Headers: map[string]string{"Authorization": "Bearer sk-mcp", "X-Trace": "1"}},
+			"tracker": {Command: "tracker", Env: map[string]string{"TRACKER_PASSWORD": "hunter2"}},
+		}}
+	data, err := json.Marshal(o.Redacted())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, secret := range []string{"sk-endpoint", "sk-env", "ghp-x", "sk-mcp", "hunter2"} {
+		if strings.Contains(string(data), secret) {
+			t.Errorf("redacted options hold %q: %s", secret, data)
+		}
+	}
+	for _, kept := range []string{`"GIT_AUTHOR_NAME":"Ada"`, `"FOO":"bar"`, `"X-Trace":"1"`, `"baseUrl":"http://127.0.0.1:1"`} {
+		if !strings.Contains(string(data), kept) {
+			t.Errorf("redacted options lost %s: %s", kept, data)
+		}
+	}
+	if o.Endpoint.APIKey != "sk-endpoint" || o.Env["OPENAI_API_KEY"] != "sk-env" || o.MCPServers["docs"].Headers["Authorization"] != "Bearer sk-mcp" {
+		t.Fatal("Redacted changed the options it was called on")
+	}
+}

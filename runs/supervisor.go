@@ -292,7 +292,8 @@ func (s *Supervisor) Start(ctx context.Context, req StartRequest) (Started, erro
 		}
 	}
 	req.Options.SessionID = sid
-	optsJSON, err := json.Marshal(req.Options)
+	// The ledger keeps what the run was asked, never its credentials (SEC-3).
+	optsJSON, err := json.Marshal(req.Options.Redacted())
 	if err != nil {
 		return Started{}, fmt.Errorf("encode options: %w", err)
 	}
