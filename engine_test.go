@@ -503,9 +503,13 @@ func TestENG012_ParallelConsumerBreakStopsAll(t *testing.T) {
 }
 
 func TestENG013_ToolFiltering(t *testing.T) {
+	// Layered policies: disallowed removes from allowed, it is no error.
 	o := drover.Options{AllowedTools: []string{"Read", "Bash", "Write"}, DisallowedTools: []string{"Bash"}}
-	if err := o.Validate(); err == nil {
-		t.Fatal("a tool both allowed and disallowed must be a validation error")
+	if err := o.Validate(); err != nil {
+		t.Fatalf("allowed and disallowed overlap: %v", err)
+	}
+	if got := o.FilterTools([]string{"Bash", "Read", "Write"}); !slices.Equal(got, []string{"Read", "Write"}) {
+		t.Fatalf("disallowed must remove from allowed: %v", got)
 	}
 	o = drover.Options{AllowedTools: []string{"Read", "Write"}}
 	if got := o.FilterTools([]string{"Bash", "Read", "Write", "read"}); !slices.Equal(got, []string{"Read", "Write"}) {

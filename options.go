@@ -76,7 +76,9 @@ type Options struct {
 	Fork bool `json:"fork,omitempty"`
 	// AllowedTools restricts the agent's tools to exactly these names (ENG-013).
 	AllowedTools []string `json:"allowedTools,omitempty"`
-	// DisallowedTools removes these names from the agent's tools (ENG-013).
+	// DisallowedTools removes these names from the agent's tools (ENG-013),
+	// AllowedTools' included: filters come from layered policies, and a
+	// tool both allowed and disallowed is removed.
 	DisallowedTools []string `json:"disallowedTools,omitempty"`
 	// AddDirs are extra directories the agent may access besides Cwd.
 	AddDirs []string `json:"addDirs,omitempty"`
@@ -216,11 +218,6 @@ func (o Options) Validate() error {
 	for _, name := range slices.Sorted(maps.Keys(o.MCPServers)) {
 		if err := o.MCPServers[name].validate(name); err != nil {
 			return &Error{Code: CodeValidation, Message: err.Error()}
-		}
-	}
-	for _, t := range o.AllowedTools {
-		if slices.Contains(o.DisallowedTools, t) {
-			return &Error{Code: CodeValidation, Message: fmt.Sprintf("tool %q is both allowed and disallowed", t)}
 		}
 	}
 	return nil
