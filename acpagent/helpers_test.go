@@ -171,12 +171,11 @@ type client struct {
 	seen chan acp.SessionUpdate
 }
 
-// connect starts Serve with cfg (Registry set to f's) and connects a
+// connect starts Serve with cfg and connects a
 // client. Cleanup closes the agent's input, waits for Serve and the
 // client's connection to end.
 func (f *fixture) connect(cfg acpagent.Config) *client {
 	f.t.Helper()
-	cfg.Registry = f.reg
 	if cfg.Agent == "" {
 		cfg.Agent = "echo"
 	}

@@ -122,7 +122,7 @@ func (a *agent) Cancel(_ context.Context, p acp.CancelNotification) error {
 // requestLocked is the run the session's next prompt starts.
 func (a *agent) requestLocked(s *session, prompt string) runs.StartRequest {
 	o := drover.Options{Cwd: s.cwd, Model: s.model, Tier: s.tier, SessionID: s.id}
-	if ad, ok := a.cfg.Registry.Get(s.agent); ok {
+	if ad, ok := a.reg.Get(s.agent); ok {
 		caps := ad.Capabilities()
 		// The editor shows text as it comes.
 		o.PartialText = caps.PartialText
@@ -155,7 +155,7 @@ func (a *agent) requestLocked(s *session, prompt string) runs.StartRequest {
 func (a *agent) record(s *session, req runs.StartRequest) error {
 	now := time.Now()
 	sess := &store.Session{ID: s.id, Agent: req.Agent, Heads: []string{}, CreatedAt: now, UpdatedAt: now}
-	if _, err := runs.Check(a.cfg.Registry, req, nil, sess); err != nil {
+	if _, err := runs.Check(a.reg, req, nil, sess); err != nil {
 		return startError(err)
 	}
 	if err := a.sup.Store().PutSession(a.ctx, sess); err != nil {

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -19,11 +20,9 @@ import (
 // of each new session; the editor changes them per session through the
 // session's config options.
 type Config struct {
-	// Registry holds the agents the supervisor's engine runs: the values of
-	// the "agent" config option. Required.
-	Registry *drover.Registry
-	// Agent is the default agent, by id or alias; "" means the registry's
-	// "claude-code" if it has one, else its first agent.
+	// Agent is the default agent, by id or alias; "" means "claude-code"
+	// if the supervisor runs it, else the first of its agents. The values
+	// of the "agent" config option are the supervisor's agents.
 	Agent string
 	// Models are the models offered in the "model" config option besides
 	// the agent's own default; the first is a new session's model. None:
@@ -65,6 +64,7 @@ type peer interface {
 // running in them. It implements acp.Agent and acp.AgentLoader.
 type agent struct {
 	sup  *runs.Supervisor
+	reg  *drover.Registry // sup's
 	cfg  Config
 	log  *slog.Logger
 	peer peer
@@ -94,7 +94,8 @@ var (
 // started and waits until they are recorded, like 'drover serve --stdio'.
 // When ctx ends first it does the same and returns ctx's error; the SDK's
 // reader goes on until in ends, so the caller closes in (or exits).
-// cfg.Registry must be the registry of sup's engine.
+// Nothing is written to out once Serve has returned: a response the SDK
+// had not begun to write by then (a cancelled prompt's, say) is dropped.
 func Serve(ctx context.Context, sup *runs.Supervisor, cfg Config, in io.Reader, out io.Writer) error {
 	a, err := newAgent(ctx, sup, cfg)
 	if err != nil {
@@ -104,7 +105,9 @@ func Serve(ctx context.Context, sup *runs.Supervisor, cfg Config, in io.Reader, 
 	// logger; the gate holds its first read until the logger and the
 	// peer are set, so that no handler or log line races with them.
 	gate := make(chan struct{})
-	conn := acp.NewAgentSideConnection(a, out, &gated{r: in, open: gate})
+	w := &guarded{w: out}
+	defer w.close()
+	conn := acp.NewAgentSideConnection(a, w, &gated{r: in, open: gate})
 	conn.SetLogger(a.log)
 	a.peer = conn
 	close(gate)
@@ -117,18 +120,19 @@ func Serve(ctx context.Context, sup *runs.Supervisor, cfg Config, in io.Reader, 
 }
 
 func newAgent(ctx context.Context, sup *runs.Supervisor, cfg Config) (*agent, error) {
-	if cfg.Registry == nil || len(cfg.Registry.List()) == 0 {
-		return nil, errors.New("acpagent: no agents in the registry")
+	reg := sup.Registry()
+	if len(reg.List()) == 0 {
+		return nil, errors.New("acpagent: the supervisor runs no agents")
 	}
 	if cfg.Agent == "" {
 		cfg.Agent = "claude-code"
-		if _, ok := cfg.Registry.Get(cfg.Agent); !ok {
-			cfg.Agent = cfg.Registry.List()[0]
+		if _, ok := reg.Get(cfg.Agent); !ok {
+			cfg.Agent = reg.List()[0]
 		}
 	}
-	ad, ok := cfg.Registry.Get(cfg.Agent)
+	ad, ok := reg.Get(cfg.Agent)
 	if !ok {
-		return nil, fmt.Errorf("%w %q (want one of %v)", drover.ErrUnknownAgent, cfg.Agent, cfg.Registry.List())
+		return nil, fmt.Errorf("%w %q (want one of %s)", drover.ErrUnknownAgent, cfg.Agent, strings.Join(reg.List(), ", "))
 	}
 	cfg.Agent = ad.ID()
 	if cfg.Tier == "" {
@@ -150,7 +154,7 @@ func newAgent(ctx context.Context, sup *runs.Supervisor, cfg Config) (*agent, er
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &agent{sup: sup, cfg: cfg, log: log, ctx: context.WithoutCancel(ctx), sessions: map[string]*session{}, turns: map[*turn]bool{}}, nil
+	return &agent{sup: sup, reg: reg, cfg: cfg, log: log, ctx: context.WithoutCancel(ctx), sessions: map[string]*session{}, turns: map[*turn]bool{}}, nil
 }
 
 // enter registers a handler that does work shutdown must wait for; it
@@ -184,8 +188,8 @@ func (a *agent) shutdown() {
 // their own tools.
 func (a *agent) Initialize(_ context.Context, p acp.InitializeRequest) (acp.InitializeResponse, error) {
 	var mcp acp.McpCapabilities
-	for _, id := range a.cfg.Registry.List() {
-		if ad, ok := a.cfg.Registry.Get(id); ok {
+	for _, id := range a.reg.List() {
+		if ad, ok := a.reg.Get(id); ok {
 			ts := ad.Capabilities().MCPTransports
 			mcp.Http = mcp.Http || slices.Contains(ts, "http")
 			mcp.Sse = mcp.Sse || slices.Contains(ts, "sse")
@@ -235,6 +239,31 @@ type gated struct {
 func (g *gated) Read(p []byte) (int, error) {
 	<-g.open
 	return g.r.Read(p)
+}
+
+// guarded passes writes on to w until close, and drops them after: the
+// SDK writes a response after its handler has returned, on a goroutine
+// Serve cannot wait for.
+type guarded struct {
+	mu     sync.Mutex
+	w      io.Writer
+	closed bool
+}
+
+func (g *guarded) Write(p []byte) (int, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.closed {
+		return 0, io.ErrClosedPipe
+	}
+	return g.w.Write(p)
+}
+
+// close waits for a write in progress and drops every later one.
+func (g *guarded) close() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.closed = true
 }
 
 // Errors as ACP has them (JSON-RPC codes), with drover's own message.

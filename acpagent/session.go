@@ -260,10 +260,10 @@ func (a *agent) sessionLocked(id string) (*session, error) {
 func (a *agent) setLocked(s *session, option, value string) error {
 	switch option {
 	case optAgent:
-		ad, ok := a.cfg.Registry.Get(value)
+		ad, ok := a.reg.Get(value)
 		switch {
 		case !ok:
-			return invalidParams("unknown agent %q (want one of %s)", value, strings.Join(a.cfg.Registry.List(), ", "))
+			return invalidParams("unknown agent %q (want one of %s)", value, strings.Join(a.reg.List(), ", "))
 		case s.recorded && ad.ID() != s.agent:
 			return invalidParams("session %s is a conversation with %s: open a new session for %s", s.id, s.agent, ad.ID())
 		}
@@ -294,7 +294,7 @@ func (a *agent) setLocked(s *session, option, value string) error {
 func (a *agent) optionsLocked(s *session) []acp.SessionConfigOption {
 	agents := []string{s.agent}
 	if !s.recorded {
-		agents = a.cfg.Registry.List()
+		agents = a.reg.List()
 	}
 	var agentOpts acp.SessionConfigSelectOptionsUngrouped
 	for _, id := range agents {
@@ -341,7 +341,7 @@ var tierDescriptions = map[drover.Tier]string{
 // modesLocked returns s's tiers as ACP modes: those its agent enforces.
 func (a *agent) modesLocked(s *session) *acp.SessionModeState {
 	tiers := drover.Tiers()
-	if ad, ok := a.cfg.Registry.Get(s.agent); ok && len(ad.Capabilities().Tiers) > 0 {
+	if ad, ok := a.reg.Get(s.agent); ok && len(ad.Capabilities().Tiers) > 0 {
 		tiers = ad.Capabilities().Tiers
 	}
 	m := &acp.SessionModeState{CurrentModeId: acp.SessionModeId(s.tier)}
