@@ -293,6 +293,10 @@ func (g *guard) runAdapter(ctx context.Context, a Adapter, req Request) {
 				}
 				continue
 			}
+			if p, ok := ev.Payload.(InitPayload); ok && ev.Type == TypeInit && p.Capabilities == nil {
+				p.Capabilities = g.capabilities(a, req)
+				ev.Payload = p
+			}
 			if ev.Type == TypePermissionRequest && g.live != nil {
 				p, _ := ev.Payload.(PermissionRequestPayload)
 				opened, err := g.live.open(p)
@@ -346,6 +350,17 @@ func (g *guard) runAdapter(ctx context.Context, a Adapter, req Request) {
 	default:
 		g.fail(CodeMissingDone, fmt.Sprintf("adapter %s ended its stream without a done event", g.agent))
 	}
+}
+
+// capabilities is what the run can do, for its init event: the adapter's
+// capabilities, with answers, steering and interrupts only when this run
+// gets them (a live run).
+func (g *guard) capabilities(a Adapter, req Request) *Capabilities {
+	c := a.Capabilities()
+	if req.Live == nil {
+		c.Permissions, c.Steer, c.Interrupt = false, false, false
+	}
+	return &c
 }
 
 // filterViolation enforces ENG-013 on what the agent reports: an init that

@@ -736,3 +736,26 @@ func TestSEC3_OptionsRedacted(t *testing.T) {
 		t.Fatal("Redacted changed the options it was called on")
 	}
 }
+
+// UES-2: init says what the run can do (capabilities), answers, steering
+// and interrupts only when this run gets them.
+func TestUES2_InitCapabilities(t *testing.T) {
+	caps := drover.Capabilities{Tiers: drover.Tiers(), Resume: true, Fork: true, Permissions: true, Steer: true, Interrupt: true}
+	a := &fake{id: "a", caps: &caps, run: func(_ context.Context, _ drover.Request, y func(drover.Event, error) bool) {
+		_ = y(ev(drover.TypeInit, drover.InitPayload{Model: "m", Tools: []string{}}), nil) && y(done(drover.StatusSuccess), nil)
+	}}
+	for _, c := range []struct {
+		opts drover.Options
+		live bool
+	}{{drover.Options{}, false}, {drover.Options{Control: drover.NewControl()}, true}} {
+		evs := runAll(t, engineWith(t, a), context.Background(), "a", c.opts)
+		p := evs[0].Payload.(drover.InitPayload)
+		if p.Capabilities == nil || !p.Capabilities.Resume || !p.Capabilities.Fork || p.Capabilities.Permissions != c.live ||
+			p.Capabilities.Steer != c.live || p.Capabilities.Interrupt != c.live {
+			t.Fatalf("live %v: init capabilities %+v", c.live, p.Capabilities)
+		}
+		if err := uestest.ValidateEvent(evs[0]); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

@@ -186,14 +186,11 @@ func NoProcessIn(t *testing.T, dir string) {
 	}
 }
 
-// firstInit asserts the stream starts with init (after a recoverable
-// RESUME_FAILED, if any).
+// firstInit asserts the stream starts with init, always (a RESUME_FAILED
+// follows it).
 func firstInit(t *testing.T, evs []drover.Event) drover.InitPayload {
 	t.Helper()
 	for _, ev := range evs {
-		if p, ok := ev.Payload.(drover.ErrorPayload); ok && p.Recoverable {
-			continue
-		}
 		p, ok := ev.Payload.(drover.InitPayload)
 		if !ok {
 			t.Fatalf("first event is %s, want init", ev.Type)
@@ -386,9 +383,12 @@ func resumeUnknown(t *testing.T, h Harness) {
 	if d.Status != drover.StatusSuccess || d.ResumeToken == "" || d.ResumeToken == o.Resume {
 		t.Fatalf("done %+v", d)
 	}
-	p, ok := evs[0].Payload.(drover.ErrorPayload)
+	if evs[0].Type != drover.TypeInit {
+		t.Fatalf("first event %s, want init (always first)", evs[0].Type)
+	}
+	p, ok := evs[1].Payload.(drover.ErrorPayload)
 	if !ok || p.Code != drover.CodeResumeFailed || !p.Recoverable {
-		t.Fatalf("first event %s %+v, want recoverable RESUME_FAILED", evs[0].Type, evs[0].Payload)
+		t.Fatalf("second event %s %+v, want recoverable RESUME_FAILED", evs[1].Type, evs[1].Payload)
 	}
 	if texts := Payloads[drover.TextPayload](evs); len(texts) == 0 || texts[len(texts)-1].Content != "a fresh start" {
 		t.Fatalf("texts %+v", texts)

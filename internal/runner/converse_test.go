@@ -383,15 +383,15 @@ func TestADP6_ConversationNewTurnIsNotLingering(t *testing.T) {
 }
 
 // TestADP5_ConversationResumeFallback: a vendor that rejects the resume
-// token in a conversation gets a fresh conversation, after a recoverable
-// RESUME_FAILED.
+// token in a conversation gets a fresh conversation: init first (always a
+// run's first event), then a recoverable RESUME_FAILED.
 func TestADP5_ConversationResumeFallback(t *testing.T) {
 	evs, _ := converse(t, "reject", 0, drover.Options{Control: drover.NewControl(), Resume: "old"}, nil)
-	if len(evs) == 0 {
-		t.Fatal("no events")
+	if len(evs) < 2 || evs[0].Type != drover.TypeInit {
+		t.Fatalf("events %v: want init first", types(evs))
 	}
-	if p, ok := evs[0].Payload.(drover.ErrorPayload); !ok || p.Code != drover.CodeResumeFailed || !p.Recoverable {
-		t.Fatalf("first event %+v, want a recoverable RESUME_FAILED", evs[0])
+	if p, ok := evs[1].Payload.(drover.ErrorPayload); !ok || p.Code != drover.CodeResumeFailed || !p.Recoverable {
+		t.Fatalf("second event %+v, want a recoverable RESUME_FAILED", evs[1])
 	}
 	if d, _ := doneOf(t, evs); d.Result != "fresh" {
 		t.Fatalf("done %+v", d)

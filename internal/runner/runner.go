@@ -141,14 +141,26 @@ func (b *Base) run(ctx context.Context, req drover.Request, yield func(drover.Ev
 	if !b.attempt(ctx, path, req, yield) {
 		return
 	}
-	if !yield(drover.NewEvent(drover.TypeError, b.spec.ID, req.Options.SessionID, drover.ErrorPayload{
+	// init is always a run's first event: the RESUME_FAILED error of the
+	// rejected attempt is held until the fresh attempt's init is out.
+	failed := drover.NewEvent(drover.TypeError, b.spec.ID, req.Options.SessionID, drover.ErrorPayload{
 		Code: drover.CodeResumeFailed, Recoverable: true,
 		Message: fmt.Sprintf("%s could not resume %q; starting a new conversation", b.spec.ID, req.Options.Resume),
-	}), nil) {
-		return
-	}
+	})
+	held := true
 	req.Options.Resume = ""
-	b.attempt(ctx, path, req, yield)
+	b.attempt(ctx, path, req, func(ev drover.Event, err error) bool {
+		if held {
+			held = false
+			if err == nil && ev.Type == drover.TypeInit {
+				return yield(ev, nil) && yield(failed, nil)
+			}
+			if !yield(failed, nil) {
+				return false
+			}
+		}
+		return yield(ev, err)
+	})
 }
 
 // attempt runs one process and reports whether the vendor rejected the

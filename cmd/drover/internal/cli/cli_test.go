@@ -76,6 +76,9 @@ func fakeClaude(mode string) {
 	switch mode {
 	case "ok":
 		out(initLine, textLine("hello"), resultLine)
+	case "env": // says what a nested drover would need: its run, the ledger, the MCP config
+		said, _ := json.Marshal(map[string]any{"runId": os.Getenv("DROVER_RUN_ID"), "db": os.Getenv("DROVER_DB"), "args": os.Args[1:]})
+		out(initLine, textLine(string(said)), resultLine)
 	case "no-result":
 		out(initLine, textLine("partial answer"))
 	case "crash":

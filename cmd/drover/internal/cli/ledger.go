@@ -49,6 +49,11 @@ func (e *env) withLedger(ctx context.Context, db string, cfg runs.Config, fn fun
 	}
 	defer st.Close()
 	cfg.Logger = e.log
+	// A drover started inside a run (drover mcp) records its runs in this
+	// ledger whatever HOME or state directory its agent gave it (MCP-1).
+	if abs, err := filepath.Abs(path); err == nil {
+		cfg.Env = map[string]string{runs.EnvDB: abs}
+	}
 	sup, err := runs.New(ctx, drover.NewEngine(builtin.Registry()), st, cfg)
 	if err != nil {
 		return err

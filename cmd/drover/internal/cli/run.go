@@ -46,6 +46,7 @@ type runFlags struct {
 	allow, deny     []string
 	ask             bool
 	askSet          bool // --ask was given (else: ask when stdin is a terminal)
+	mcpConfig       string
 }
 
 func newRunCmd(e *env) *cobra.Command {
@@ -96,6 +97,7 @@ usage error, 130 after SIGINT once every run has ended interrupted.`,
 	fl.DurationVar(&f.approvalTimeout, "approval-timeout", 0, "how long a permission request waits for an answer (here, the dashboard, 'drover approve') before it is denied (default 5m when asking here, else 0: denied at once unless a rule allows it)")
 	fl.StringArrayVar(&f.allow, "allow", nil, "allow matching tool calls without asking: TOOL or TOOL(PATTERN), e.g. Read, 'Bash(git status*)' (repeatable)")
 	fl.StringArrayVar(&f.deny, "deny", nil, "deny matching tool calls without asking, e.g. 'Bash(rm *)' (repeatable; deny wins over allow)")
+	fl.StringVar(&f.mcpConfig, "mcp-config", "", `MCP servers the agent may use: a JSON file in the .mcp.json shape, {"mcpServers": {NAME: {"command", "args", "env"} or {"type": "http"|"sse", "url", "headers"}}} (docs/mcp.md)`)
 	addDBFlag(cmd, &f.db)
 	fl.BoolVar(&f.fakemodel, "fakemodel", false, "run offline against drover's built-in scripted model server")
 	fl.StringVar(&f.fakeScript, "fakemodel-script", "", "script file for --fakemodel (default: the built-in demo script)")
@@ -281,6 +283,11 @@ func planRun(ctx context.Context, e *env, f *runFlags, args []string) (*runPlan,
 	}
 	if f.approvalTimeout >= 0 {
 		opts.ApprovalTimeout = f.approvalTimeout
+	}
+	if f.mcpConfig != "" {
+		if opts.MCPServers, err = readMCPConfig(f.mcpConfig); err != nil {
+			return nil, err
+		}
 	}
 	if err := opts.Validate(); err != nil {
 		return nil, usageError{err}

@@ -16,7 +16,7 @@ func newShowCmd(e *env) *cobra.Command {
 	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "show RUN",
-		Short: "Show a run: status, usage, cost, duration, children, messages, tool calls",
+		Short: "Show a run: status, usage, cost (with its descendants'), duration, children, messages, tool calls",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
@@ -37,6 +37,12 @@ func newShowCmd(e *env) *cobra.Command {
 				if err != nil {
 					return err
 				}
+				// The cost roll-up (MCP-1): the run with every run
+				// started inside it, whichever drover process ran them.
+				total, err := runs.SumTree(ctx, st, r.ID)
+				if err != nil {
+					return err
+				}
 				var pending []drover.PermissionRequestPayload
 				if !r.Status.Terminal() {
 					if pending, err = runs.OpenRequests(ctx, st, r.ID); err != nil {
@@ -44,8 +50,8 @@ func newShowCmd(e *env) *cobra.Command {
 					}
 				}
 				if asJSON {
-					return json.NewEncoder(e.stdout).Encode(map[string]any{"run": r, "children": children, "messages": msgs,
-						"toolCalls": calls, "pending": pending})
+					return json.NewEncoder(e.stdout).Encode(map[string]any{"run": r, "children": children, "total": total,
+						"messages": msgs, "toolCalls": calls, "pending": pending})
 				}
 				w := e.stdout
 				fmt.Fprintf(w, "run       %s\nagent     %s\nstatus    %s", r.ID, r.Agent, r.Status)
@@ -63,6 +69,15 @@ func newShowCmd(e *env) *cobra.Command {
 					fmt.Fprintf(w, ", %d turns", *u.Turns)
 				}
 				fmt.Fprintf(w, "\ncost      %s\n", cost(u))
+				if total.Runs > 1 {
+					t := total.Usage
+					fmt.Fprintf(w, "total     %d in / %d out tokens, %d tool calls, cost %s over %d runs (this one and its descendants)",
+						t.InputTokens, t.OutputTokens, t.ToolUses, cost(t), total.Runs)
+					if total.WithoutCost > 0 {
+						fmt.Fprintf(w, ", %d without a cost", total.WithoutCost)
+					}
+					fmt.Fprintln(w)
+				}
 				if r.ResumeToken != "" {
 					fmt.Fprintf(w, "resume    %s\n", r.ResumeToken)
 				}
@@ -96,6 +111,6 @@ func newShowCmd(e *env) *cobra.Command {
 		},
 	}
 	addDBFlag(cmd, &db)
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print the run, children, messages, tool calls and open permission requests as JSON")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the run, children, total (usage with its descendants'), messages, tool calls and open permission requests as JSON")
 	return cmd
 }

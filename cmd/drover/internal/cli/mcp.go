@@ -1,0 +1,135 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"os"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/spf13/cobra"
+
+	"github.com/drover-run/drover"
+	"github.com/drover-run/drover/mcpserver"
+	"github.com/drover-run/drover/runs"
+	"github.com/drover-run/drover/store"
+)
+
+func newMCPCmd(e *env) *cobra.Command {
+	var db, parent, maxTier, fakeScript, fakeLog string
+	var fakeOn bool
+	var limit int
+	var approvalTimeout time.Duration
+	cmd := &cobra.Command{
+		Use:   "mcp",
+		Short: "Serve drover's tools to an agent as an MCP server on stdin and stdout",
+		Long: `Serve drover as an MCP server (stdio transport, docs/mcp.md): an agent that
+has it registered can run other agents through drover with the tools
+run_agent, start_run, await_run, get_run, cancel_run and list_agents. Every
+run is recorded in the ledger like 'drover run' records it.
+
+Started by an agent that drover runs, drover mcp finds that run in its
+environment (DROVER_RUN_ID, and the ledger in DROVER_DB): every run it
+starts is a child of it, ends when it ends, is never above its tier, and
+shows under it in 'drover show'.
+
+Runs are at most in the supervised tier unless --max-tier allows more. When
+stdin ends (the agent went away), drover cancels the runs this server
+started that are still going and exits 0; SIGINT or SIGTERM does the same and
+exits 130.`,
+		Example: `  claude mcp add drover -- drover mcp
+  codex mcp add drover -- drover mcp
+  drover run --mcp-config drover-mcp.json -a claude "have codex review main.go"`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx := cmd.Context()
+			if !cmd.Flags().Changed("parent") {
+				parent = os.Getenv(runs.EnvRunID)
+			}
+			tier, err := drover.ParseTier(maxTier)
+			if err != nil {
+				return usagef("--max-tier: %v", err)
+			}
+			if approvalTimeout < 0 {
+				return usagef("--approval-timeout must not be negative")
+			}
+			fake, err := newOffline(fakeOn, fakeScript, fakeLog)
+			if err != nil {
+				return err
+			}
+			cfg := mcpserver.Config{ParentID: parent, MaxTier: tier, Logger: e.log}
+			if fake != nil {
+				apply, stop, err := fake.start(e, true)
+				if err != nil {
+					return err
+				}
+				defer stop()
+				cfg.Defaults = apply
+			}
+			rcfg := runs.Config{Limit: limit, DefaultApprovalTimeout: approvalTimeout}
+			return e.withLedger(ctx, db, rcfg, func(sup *runs.Supervisor, _ store.Store) error {
+				if parent != "" {
+					_, err := sup.Store().GetRun(ctx, parent)
+					if errors.Is(err, store.ErrNotFound) && !cmd.Flags().Changed("parent") {
+						return usagef("%s=%s names no run of this ledger: drover mcp must use the ledger of the drover that runs its agent (%s, or --db)", runs.EnvRunID, parent, runs.EnvDB)
+					} else if err != nil {
+						return notFound("run", parent, err)
+					}
+				}
+				srv, err := mcpserver.New(sup, cfg)
+				if err != nil {
+					return err
+				}
+				// stdin is never closed by the server: a Read in progress
+				// cannot be interrupted, and on a signal the process exits.
+				t := &mcp.IOTransport{Reader: io.NopCloser(e.stdin), Writer: nopWriteCloser{e.stdout}}
+				if err := srv.Serve(ctx, t); errors.Is(err, context.Canceled) {
+					return exitError{ExitInterrupted}
+				} else if err != nil && !errors.Is(err, io.EOF) {
+					return err
+				}
+				return nil
+			})
+		},
+	}
+	addDBFlag(cmd, &db)
+	cmd.Flags().StringVar(&parent, "parent", "", "make every run a child of this run (default $DROVER_RUN_ID, which drover sets for the agents it runs)")
+	cmd.Flags().StringVar(&maxTier, "max-tier", string(drover.TierSupervised), "the highest tier a client may ask for (sandbox, dry-run, supervised, autonomous); a nested server is also held to its parent run's")
+	cmd.Flags().IntVar(&limit, "limit", 8, "runs that may run at once; more wait as pending")
+	cmd.Flags().DurationVar(&approvalTimeout, "approval-timeout", 0, "how long the runs' permission requests wait for an answer (drover approve, the dashboard); 0: denied at once unless a rule allows")
+	cmd.Flags().BoolVar(&fakeOn, "fakemodel", false, "point every run at drover's built-in scripted model server (offline)")
+	cmd.Flags().StringVar(&fakeScript, "fakemodel-script", "", "script file for --fakemodel (default: the built-in demo script)")
+	cmd.Flags().StringVar(&fakeLog, "fakemodel-log", "", "append every request fakemodel receives to this file, one JSON line each")
+	return cmd
+}
+
+// readMCPConfig reads drover run's --mcp-config file: {"mcpServers":
+// {NAME: SERVER}}, the .mcp.json shape. A field drover does not know is an
+// error, not a server silently configured otherwise.
+func readMCPConfig(path string) (map[string]drover.MCPServer, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, usagef("--mcp-config: %v", err)
+	}
+	var doc struct {
+		MCPServers map[string]drover.MCPServer `json:"mcpServers"`
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&doc); err != nil {
+		return nil, usagef("--mcp-config %s: %v (want {\"mcpServers\": {NAME: {\"command\", \"args\", \"env\"} or {\"type\", \"url\", \"headers\"}}})", path, err)
+	}
+	if len(doc.MCPServers) == 0 {
+		return nil, usagef("--mcp-config %s names no server under \"mcpServers\"", path)
+	}
+	return doc.MCPServers, nil
+}
+
+// nopWriteCloser is stdout for the MCP transport, which closes its writer
+// at the session's end: the command's stdout stays open.
+type nopWriteCloser struct{ io.Writer }
+
+func (nopWriteCloser) Close() error { return nil }
