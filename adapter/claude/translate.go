@@ -26,17 +26,18 @@ type line struct {
 	ClaudeCodeVersion string   `json:"claude_code_version"`
 
 	// result
-	IsError           bool               `json:"is_error"`
-	APIErrorStatus    *int               `json:"api_error_status"`
-	DurationMs        int64              `json:"duration_ms"`
-	NumTurns          *int64             `json:"num_turns"`
-	Result            string             `json:"result"`
-	StopReason        *string            `json:"stop_reason"`
-	TotalCostUSD      *float64           `json:"total_cost_usd"`
-	Usage             *resultUsage       `json:"usage"`
-	PermissionDenials []permissionDenial `json:"permission_denials"`
-	Errors            []string           `json:"errors"`
-	TerminalReason    string             `json:"terminal_reason"`
+	IsError           bool                  `json:"is_error"`
+	APIErrorStatus    *int                  `json:"api_error_status"`
+	DurationMs        int64                 `json:"duration_ms"`
+	NumTurns          *int64                `json:"num_turns"`
+	Result            string                `json:"result"`
+	StopReason        *string               `json:"stop_reason"`
+	TotalCostUSD      *float64              `json:"total_cost_usd"`
+	Usage             *resultUsage          `json:"usage"`
+	ModelUsage        map[string]modelUsage `json:"modelUsage"`
+	PermissionDenials []permissionDenial    `json:"permission_denials"`
+	Errors            []string              `json:"errors"`
+	TerminalReason    string                `json:"terminal_reason"`
 
 	// system/permission_denied (2.1.330)
 	ToolUseID string `json:"tool_use_id"`
@@ -78,6 +79,15 @@ type block struct {
 	ToolUseID string          `json:"tool_use_id"`
 	Content   json.RawMessage `json:"content"`
 	IsError   bool            `json:"is_error"`
+}
+
+// modelUsage is a result's per-model usage (modelUsage), in Claude's
+// camelCase.
+type modelUsage struct {
+	InputTokens              int64 `json:"inputTokens"`
+	OutputTokens             int64 `json:"outputTokens"`
+	CacheReadInputTokens     int64 `json:"cacheReadInputTokens"`
+	CacheCreationInputTokens int64 `json:"cacheCreationInputTokens"`
 }
 
 type resultUsage struct {
@@ -407,7 +417,23 @@ func (t *translator) add(l line) {
 		t.sum.TotalCostUSD = &c
 	}
 	runner.AddOptional(&t.sum.Turns, l.NumTurns)
-	if u := l.Usage; u != nil {
+	u := l.Usage
+	if (u == nil || u.InputTokens+u.OutputTokens == 0) && len(l.ModelUsage) > 0 {
+		// After a broken stream Claude answers without streaming and its
+		// result's usage stays all zero, while modelUsage has the tokens
+		// (measured): take them from there.
+		var sum resultUsage
+		var cr, cw int64
+		for _, m := range l.ModelUsage {
+			sum.InputTokens += m.InputTokens
+			sum.OutputTokens += m.OutputTokens
+			cr += m.CacheReadInputTokens
+			cw += m.CacheCreationInputTokens
+		}
+		sum.CacheReadInputTokens, sum.CacheCreationInputTokens = &cr, &cw
+		u = &sum
+	}
+	if u != nil {
 		t.sum.InputTokens += u.InputTokens
 		t.sum.OutputTokens += u.OutputTokens
 		runner.AddOptional(&t.sum.CacheReadTokens, u.CacheReadInputTokens)

@@ -113,9 +113,11 @@ func TestADP2_GoldenSemantics(t *testing.T) {
 	te := []drover.EventType{"init", "codex:turn_started", "error", "done"}
 	asked := []drover.EventType{"init", "tool_use", "permission_request", "drover:permission_answer", "tool_result", "text", "done"}
 	cases := map[string]uestest.Expect{
-		"text":                            {Types: []drover.EventType{"init", "codex:turn_started", "text", "done"}, Status: drover.StatusSuccess, Usage: &drover.Usage{InputTokens: 10, OutputTokens: 5, Turns: i64(1)}},
-		"thinking":                        {Types: []drover.EventType{"init", "thinking", "text", "done"}, Status: drover.StatusSuccess},
-		"shell":                           {Types: tu, Status: drover.StatusSuccess, ToolState: drover.ToolSuccess, ToolName: "exec_command", Usage: &drover.Usage{InputTokens: 20, OutputTokens: 10, ToolUses: 1, Turns: i64(2)}},
+		"text":     {Types: []drover.EventType{"init", "codex:turn_started", "text", "done"}, Status: drover.StatusSuccess, Usage: &drover.Usage{InputTokens: 10, OutputTokens: 5, Turns: i64(1)}},
+		"thinking": {Types: []drover.EventType{"init", "thinking", "text", "done"}, Status: drover.StatusSuccess},
+		"shell":    {Types: tu, Status: drover.StatusSuccess, ToolState: drover.ToolSuccess, ToolName: "exec_command", Usage: &drover.Usage{InputTokens: 20, OutputTokens: 10, ToolUses: 1, Turns: i64(2)}},
+		// shell's capture with Codex repeating the item's item.completed: still one tool_result.
+		"repeated_item":                   {Types: tu, Status: drover.StatusSuccess, ToolState: drover.ToolSuccess, ToolName: "exec_command", Usage: &drover.Usage{InputTokens: 20, OutputTokens: 10, ToolUses: 1, Turns: i64(2)}},
 		"shell_fail":                      {Types: tu, Status: drover.StatusSuccess, ToolState: drover.ToolError, ToolName: "exec_command"},
 		"write_allowed":                   {Types: []drover.EventType{"init", "tool_use", "tool_result", "codex:file_change", "text", "done"}, Status: drover.StatusSuccess, ToolState: drover.ToolSuccess, ToolName: "apply_patch"},
 		"dryrun_patch_denied":             {Types: []drover.EventType{"init", "text", "tool_use", "tool_result", "done"}, Status: drover.StatusSuccess, ToolState: drover.ToolDenied, ToolName: "apply_patch"},

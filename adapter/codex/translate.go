@@ -106,9 +106,11 @@ type translator struct {
 	sawInit  bool
 	threadID string
 	calls    runner.ToolCalls // by Codex item id
-	toolUses int64
-	visible  map[string]int // tool items seen, by kind: "exec", "patch", "mcp"
-	lastText string
+	// finishedItems are the tool items whose item.completed was mapped.
+	finishedItems map[string]bool
+	toolUses      int64
+	visible       map[string]int // tool items seen, by kind: "exec", "patch", "mcp"
+	lastText      string
 
 	turnDone bool
 	usage    *usage // exec: the thread's cumulative total at turn.completed
@@ -279,6 +281,15 @@ func (t *translator) toolItem(it item, started, completed bool, kind, name strin
 		evs = append(evs, t.Event(drover.TypeToolUse, drover.ToolUsePayload{ToolName: name, ToolUseID: id, Input: input, Description: desc}))
 	}
 	if completed {
+		if t.finishedItems[id] {
+			// Codex repeats item.completed for one item at times: one
+			// tool_result (and its extension events) per item.
+			return evs
+		}
+		if t.finishedItems == nil {
+			t.finishedItems = map[string]bool{}
+		}
+		t.finishedItems[id] = true
 		st, out := result()
 		evs = append(evs, t.toolResult(id, st, out))
 	}

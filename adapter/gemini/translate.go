@@ -292,6 +292,10 @@ func (t *translator) finish(exit runner.Exit) []drover.Event {
 		meta["vendorSessionId"] = t.vendorSess
 	}
 	switch {
+	case t.res == nil && exit.Code == exitTurnLimit:
+		// The turn limit, reported by the exit status alone: gemini printed
+		// no result line (measured), and it is max_turns all the same.
+		done.Status = drover.StatusMaxTurns
 	case t.res == nil:
 		// No result: gemini died or failed before its turn (exit 41 for a
 		// bad auth setup, 55 for an untrusted folder, …).
