@@ -134,6 +134,9 @@ func (r *recorder) record(ev drover.Event) {
 	}
 	r.seq++
 	ev.RunID, ev.Seq = r.a.id, r.seq
+	if ev.Type == drover.TypeDone {
+		ev = ownShare(ev, r.a.costBefore)
+	}
 	r.pending <- ev
 }
 

@@ -146,6 +146,9 @@ type active struct {
 	remoteParent string
 	children     map[string]*active // guarded by Supervisor.mu
 	control      *drover.Control    // answers, steering, interrupts (CTL-1, CTL-3)
+	// costBefore is what the vendor conversation the run continues had
+	// cost before it (see cost.go); nil for a new conversation.
+	costBefore *float64
 
 	notify signal // fired whenever an event of the run is persisted
 }
@@ -275,6 +278,13 @@ func (s *Supervisor) Start(ctx context.Context, req StartRequest) (Started, erro
 	if err != nil {
 		return Started{}, err
 	}
+	var costBefore *float64 // what the conversation this run continues had cost
+	switch {
+	case fork != nil:
+		costBefore = conversationCost(ctx, s.st, fork.ID)
+	case sess != nil && sess.HeadRunID != "":
+		costBefore = conversationCost(ctx, s.st, sess.HeadRunID)
+	}
 	if req.Options.Timeout <= 0 {
 		req.Options.Timeout = s.cfg.DefaultTimeout
 	}
@@ -320,7 +330,7 @@ func (s *Supervisor) Start(ctx context.Context, req StartRequest) (Started, erro
 	// its end can say "parent ended" rather than the parent's own reason;
 	// cancelTreeLocked and execute cascade explicitly.
 	a := &active{id: id, req: req, done: make(chan struct{}), parent: parent, remoteParent: remoteParent,
-		children: map[string]*active{}, control: req.Options.Control}
+		children: map[string]*active{}, control: req.Options.Control, costBefore: costBefore}
 	if a.control == nil {
 		a.control = drover.NewControl()
 	}

@@ -390,6 +390,12 @@ func (t *translator) result(l line) []drover.Event {
 	}
 	ev := t.Event(drover.TypeDone, done)
 	ev.Metadata = map[string]any{"vendorSessionId": l.SessionID}
+	if t.resume && l.TotalCostUSD != nil {
+		// Claude's total_cost_usd is the whole session's: a resumed run
+		// says so, and the supervisor records its own share (the total
+		// minus what the session's earlier runs cost).
+		ev.Metadata["sessionCostUsd"] = *l.TotalCostUSD
+	}
 	if l.StopReason != nil {
 		ev.Metadata["stopReason"] = *l.StopReason
 	}
