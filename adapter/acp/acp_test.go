@@ -18,7 +18,9 @@ import (
 )
 
 func answer(d drover.PermissionDecision) drover.PermissionFunc {
-	return func(context.Context, drover.PermissionRequestPayload) (drover.PermissionDecision, error) { return d, nil }
+	return func(context.Context, drover.PermissionRequestPayload) (drover.PermissionDecision, error) {
+		return d, nil
+	}
 }
 
 // TestACP1_TextThinkingAndExtensions: message chunks become text_delta and
