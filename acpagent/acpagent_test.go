@@ -3,14 +3,14 @@ package acpagent_test
 import (
 	"context"
 	"slices"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	acp "github.com/coder/acp-go-sdk"
 	"github.com/drover-run/drover"
 	"github.com/drover-run/drover/acpagent"
+	"github.com/drover-run/drover/acpagent/acptest"
+	"github.com/drover-run/drover/adapter/adaptertest"
 	"github.com/drover-run/drover/runs"
 	"github.com/drover-run/drover/store"
 	"github.com/google/go-cmp/cmp"
@@ -52,7 +52,7 @@ func TestACP2_PromptStreamsARun(t *testing.T) {
 	cwd := t.TempDir()
 	ns := c.newSession(cwd)
 	sid := string(ns.SessionId)
-	if a := option(t, ns.ConfigOptions, "agent"); a.CurrentValue != "echo" || !slices.Equal(values(a), []string{"asker", "asks", "echo", "hang"}) {
+	if a := option(t, ns.ConfigOptions, "agent"); a.CurrentValue != "echo" || !slices.Equal(values(a), []string{"asker", "echo", "hang"}) {
 		t.Fatalf("agent option %+v %v", a, values(a))
 	}
 	if tier := option(t, ns.ConfigOptions, "tier"); tier.CurrentValue != "supervised" || ns.Modes == nil || ns.Modes.CurrentModeId != "supervised" || len(ns.Modes.AvailableModes) != 4 {
@@ -66,10 +66,10 @@ func TestACP2_PromptStreamsARun(t *testing.T) {
 	if r.StopReason != acp.StopReasonEndTurn || r.Usage == nil || r.Usage.InputTokens != 7 || r.Usage.OutputTokens != 3 || r.Usage.TotalTokens != 10 {
 		t.Fatalf("response %+v usage %+v", r, r.Usage)
 	}
-	us := c.take()
+	us := c.ed.Take()
 	want := []string{"config_option_update", "thought pondering", "agent heard:", "agent  hello",
 		`tool_call tr1 read pending "Reading /w/main.go"`, "tool_call_update tr1 completed"}
-	if diff := cmp.Diff(want, describe(us)); diff != "" {
+	if diff := cmp.Diff(want, acptest.Describe(us)); diff != "" {
 		t.Fatalf("updates (-want +got):\n%s", diff)
 	}
 	if a := option(t, us[0].ConfigOptionUpdate.ConfigOptions, "agent"); !slices.Equal(values(a), []string{"echo"}) {
@@ -96,22 +96,12 @@ func TestACP2_PromptStreamsARun(t *testing.T) {
 		t.Fatalf("another agent for a session with a conversation: %v, want INVALID_PARAMS", err)
 	}
 	_, run2 := c.mustPrompt(ns.SessionId, "again")
-	if got := strings.Join(agentText(c.take()), ""); got != "heard: again (resumed tok-hello)" {
+	if got := acptest.AgentText(c.ed.Take()); got != "heard: again (resumed tok-hello)" {
 		t.Fatalf("second answer %q: the session's conversation did not go on", got)
 	}
 	if rec := f.run(run2); rec.SessionID != sid {
 		t.Fatalf("second run in session %s, want %s", rec.SessionID, sid)
 	}
-}
-
-func agentText(us []acp.SessionUpdate) []string {
-	var out []string
-	for _, u := range us {
-		if u.AgentMessageChunk != nil {
-			out = append(out, u.AgentMessageChunk.Content.Text.Text)
-		}
-	}
-	return out
 }
 
 // setOption sets a config option and fails the test if it is refused.
@@ -148,14 +138,18 @@ func TestACP2_PermissionAnsweredByTheEditor(t *testing.T) {
 	} {
 		t.Run(string(tc.kind), func(t *testing.T) {
 			f := newFixture(t)
-			c := f.connect(acpagent.Config{Agent: "asks"})
-			c.setAnswer(chooseKind(tc.kind))
+			c := f.connect(acpagent.Config{Agent: "asker"})
+			c.ed.Answer(tc.kind)
 			ns := c.newSession(t.TempDir())
-			r, run := c.mustPrompt(ns.SessionId, "build it")
+			r, run := c.promptAsker(f, ns.SessionId)
 			if r.StopReason != acp.StopReasonEndTurn {
 				t.Fatalf("stop reason %s", r.StopReason)
 			}
-			q := <-c.questions
+			asked := c.ed.Asked()
+			if len(asked) != 1 {
+				t.Fatalf("%d questions", len(asked))
+			}
+			q := asked[0]
 			var kinds []acp.PermissionOptionKind
 			for _, o := range q.Options {
 				kinds = append(kinds, o.Kind)
@@ -166,15 +160,16 @@ func TestACP2_PermissionAnsweredByTheEditor(t *testing.T) {
 				t.Fatalf("question %+v options %v", q, kinds)
 			}
 			want := append([]string{"config_option_update", `tool_call tu1 execute pending "Running ` + "`make`" + `"`}, tc.updates...)
-			if diff := cmp.Diff(want, describe(c.take())); diff != "" {
+			want = append(want, "user stop")
+			if diff := cmp.Diff(want, acptest.Describe(c.ed.Take())); diff != "" {
 				t.Fatalf("updates (-want +got):\n%s", diff)
 			}
 			evs := f.events(run)
-			answers := payloadsOf[drover.PermissionAnswerPayload](evs)
+			answers := adaptertest.Payloads[drover.PermissionAnswerPayload](evs)
 			if len(answers) != 1 || answers[0].Behavior != tc.behavior || answers[0].By != drover.ByClient || answers[0].Detail != "acp" {
 				t.Fatalf("answers %+v", answers)
 			}
-			if rs := payloadsOf[drover.ToolResultPayload](evs); len(rs) != 1 || rs[0].Status != tc.result {
+			if rs := adaptertest.Payloads[drover.ToolResultPayload](evs); len(rs) != 1 || rs[0].Status != tc.result {
 				t.Fatalf("tool results %+v", rs)
 			}
 			if o := f.options(run); o.ApprovalTimeout != 10*time.Minute {
@@ -184,50 +179,25 @@ func TestACP2_PermissionAnsweredByTheEditor(t *testing.T) {
 	}
 }
 
-func payloadsOf[T any](evs []drover.Event) []T {
-	var out []T
-	for _, ev := range evs {
-		if p, ok := ev.Payload.(T); ok {
-			out = append(out, p)
-		}
-	}
-	return out
-}
-
 // TestACP2_AllowAlwaysHoldsForTheSession: "allow always" is not asked
 // again in the session's later runs: drover answers by rule.
 func TestACP2_AllowAlwaysHoldsForTheSession(t *testing.T) {
 	f := newFixture(t)
-	c := f.connect(acpagent.Config{Agent: "asks"})
-	c.setAnswer(chooseKind(acp.PermissionOptionKindAllowAlways))
+	c := f.connect(acpagent.Config{Agent: "asker"})
+	c.ed.Answer(acp.PermissionOptionKindAllowAlways)
 	ns := c.newSession(t.TempDir())
-	c.mustPrompt(ns.SessionId, "build it")
-	c.question()
-	_, run := c.mustPrompt(ns.SessionId, "build it again")
-	select {
-	case q := <-c.questions:
-		t.Fatalf("asked again: %+v", q)
-	default:
+	c.promptAsker(f, ns.SessionId)
+	c.ed.Take()
+	_, run := c.promptAsker(f, ns.SessionId)
+	if n := len(c.ed.Asked()); n != 1 {
+		t.Fatalf("%d questions, want the second run not asked", n)
 	}
 	evs := f.events(run)
-	if a := payloadsOf[drover.PermissionAnswerPayload](evs); len(a) != 1 || a[0].Behavior != drover.Allow || a[0].By != drover.ByRule {
+	if a := adaptertest.Payloads[drover.PermissionAnswerPayload](evs); len(a) != 1 || a[0].Behavior != drover.Allow || a[0].By != drover.ByRule {
 		t.Fatalf("second run's answers %+v, want allowed by rule", a)
 	}
 	if o := f.options(run); len(o.PermissionRules) != 1 || o.PermissionRules[0].String() != "allow:Bash(make)" {
 		t.Fatalf("second run's rules %v", o.PermissionRules)
-	}
-}
-
-// promptAsync prompts in a goroutine the test waits for.
-func (c *client) promptAsync(session acp.SessionId, text string) func() (acp.PromptResponse, error) {
-	var wg sync.WaitGroup
-	var r acp.PromptResponse
-	var err error
-	wg.Go(func() { r, err = c.prompt(session, text) })
-	c.t.Cleanup(wg.Wait)
-	return func() (acp.PromptResponse, error) {
-		wg.Wait()
-		return r, err
 	}
 }
 
@@ -239,7 +209,9 @@ func TestACP2_CancelInterruptsTheRun(t *testing.T) {
 	c := f.connect(acpagent.Config{Agent: "asker"})
 	ns := c.newSession(t.TempDir())
 	answer := c.promptAsync(ns.SessionId, "build it")
-	c.question()
+	if err := c.ed.WaitAsked(c.ctx(), 1); err != nil {
+		t.Fatal(err)
+	}
 	if err := c.conn.Cancel(c.ctx(), acp.CancelNotification{SessionId: ns.SessionId}); err != nil {
 		t.Fatal(err)
 	}
@@ -248,14 +220,14 @@ func TestACP2_CancelInterruptsTheRun(t *testing.T) {
 		t.Fatalf("prompt: %+v, %v; want cancelled", r, err)
 	}
 	run := runOf(t, r)
-	if id := <-c.withdrawn; id != "tu1" {
-		t.Fatalf("withdrawn question %s", id)
+	if ids, err := c.ed.WaitWithdrawn(c.ctx(), 1); err != nil || len(ids) != 1 || ids[0] != "tu1" {
+		t.Fatalf("withdrawn questions %v, %v", ids, err)
 	}
 	rec := f.run(run)
 	if rec.Status != store.StatusFailed || rec.DoneStatus != drover.StatusInterrupted || rec.SessionID != string(ns.SessionId) {
 		t.Fatalf("ledger run %+v, want interrupted", rec)
 	}
-	if in := payloadsOf[drover.InterruptPayload](f.events(run)); len(in) != 1 || in[0].By != "acp" {
+	if in := adaptertest.Payloads[drover.InterruptPayload](f.events(run)); len(in) != 1 || in[0].By != "acp" {
 		t.Fatalf("interrupts %+v", in)
 	}
 }
@@ -266,8 +238,7 @@ func TestACP2_CancelEndsARunThatCannotBeInterrupted(t *testing.T) {
 	f := newFixture(t)
 	c := f.connect(acpagent.Config{Agent: "hang"})
 	ns := c.newSession(t.TempDir())
-	answer := c.promptAsync(ns.SessionId, "work")
-	c.waitFor("working", agentSaid("working"))
+	answer := c.working(ns.SessionId)
 	if err := c.conn.Cancel(c.ctx(), acp.CancelNotification{SessionId: ns.SessionId}); err != nil {
 		t.Fatal(err)
 	}
@@ -317,14 +288,14 @@ func TestACP2_LoadReplaysTheSession(t *testing.T) {
 	ns := c.newSession(t.TempDir())
 	c.mustPrompt(ns.SessionId, "one")
 	c.mustPrompt(ns.SessionId, "two")
-	live := describe(c.take())[1:] // without the config_option_update
+	live := acptest.Describe(c.ed.Take())[1:] // without the config_option_update
 
 	c2 := f.connect(acpagent.Config{Agent: "hang"})
 	lr, err := c2.conn.LoadSession(c2.ctx(), acp.LoadSessionRequest{SessionId: ns.SessionId, Cwd: t.TempDir(), McpServers: []acp.McpServer{}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	replayed := describe(c2.take())
+	replayed := acptest.Describe(c2.ed.Take())
 	var want []string
 	for i, prompt := range []string{"one", "two"} {
 		want = append(want, "user "+prompt)
@@ -339,7 +310,7 @@ func TestACP2_LoadReplaysTheSession(t *testing.T) {
 	if _, run := c2.mustPrompt(ns.SessionId, "three"); f.run(run).SessionID != string(ns.SessionId) {
 		t.Fatal("a prompt of the loaded session is in another session")
 	}
-	if got := strings.Join(agentText(c2.take()), ""); got != "heard: three (resumed tok-two)" {
+	if got := acptest.AgentText(c2.ed.Take()); got != "heard: three (resumed tok-two)" {
 		t.Fatalf("answer %q: the loaded session's conversation did not go on", got)
 	}
 
@@ -354,7 +325,7 @@ func TestACP2_LoadReplaysTheSession(t *testing.T) {
 		McpServers: []acp.McpServer{}}); err != nil {
 		t.Fatal(err)
 	}
-	if got := describe(c2.take()); len(got) == 0 || got[0] != "user from the terminal" {
+	if got := acptest.Describe(c2.ed.Take()); len(got) == 0 || got[0] != "user from the terminal" {
 		t.Fatalf("replay of a terminal session %v", got)
 	}
 	if _, err := c2.conn.LoadSession(c2.ctx(), acp.LoadSessionRequest{SessionId: "nosuch", Cwd: t.TempDir(),
@@ -391,8 +362,7 @@ func TestACP2_ErrorsKeepTheConnection(t *testing.T) {
 	}
 
 	c.setOption(ns.SessionId, "agent", "hang")
-	first := c.promptAsync(ns.SessionId, "work")
-	c.waitFor("working", agentSaid("working"))
+	first := c.working(ns.SessionId)
 	if _, err := c.prompt(ns.SessionId, "more"); rpcCode(err) != -32600 {
 		t.Errorf("a second prompt while one runs: %v, want INVALID_REQUEST", err)
 	}
@@ -513,7 +483,7 @@ func TestACP2_ListAndCloseSessions(t *testing.T) {
 	if r, _ := c.mustPrompt(a.SessionId, "resumed"); r.StopReason != acp.StopReasonEndTurn {
 		t.Fatalf("after resume: %+v", r)
 	}
-	if got := describe(c.take()); slices.Contains(got, "user in a") {
+	if got := acptest.Describe(c.ed.Take()); slices.Contains(got, "user in a") {
 		t.Fatalf("resume replayed the session: %v", got)
 	}
 }
@@ -525,8 +495,7 @@ func TestACP2_InputEndCancelsRuns(t *testing.T) {
 	f := newFixture(t)
 	c := f.connect(acpagent.Config{Agent: "hang"})
 	ns := c.newSession(t.TempDir())
-	answer := c.promptAsync(ns.SessionId, "work")
-	c.waitFor("working", agentSaid("working"))
+	answer := c.working(ns.SessionId)
 	if err := c.close(); err != nil {
 		t.Fatalf("Serve: %v", err)
 	}

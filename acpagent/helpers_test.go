@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"log/slog"
 	"path/filepath"
@@ -16,6 +15,7 @@ import (
 	acp "github.com/coder/acp-go-sdk"
 	"github.com/drover-run/drover"
 	"github.com/drover-run/drover/acpagent"
+	"github.com/drover-run/drover/acpagent/acptest"
 	"github.com/drover-run/drover/internal/agenttest"
 	"github.com/drover-run/drover/runs"
 	"github.com/drover-run/drover/store"
@@ -68,44 +68,6 @@ func echo() *agenttest.Agent {
 		}}
 }
 
-// asks asks to run "make" (tool use "tu1", request "q1"), passes the
-// answer on, reports the call's result as the answer says and ends
-// successfully.
-func asks() *agenttest.Agent {
-	return &agenttest.Agent{Name: "asks",
-		Caps: &drover.Capabilities{Tiers: drover.Tiers(), Resume: true, Permissions: true},
-		Fn: func(ctx context.Context, req drover.Request, y func(drover.Event, error) bool) {
-			input := map[string]any{"command": "make"}
-			if !y(drover.Event{Type: drover.TypeToolUse, Payload: drover.ToolUsePayload{ToolName: "Bash", ToolUseID: "tu1", Input: input}}, nil) ||
-				!y(drover.Event{Type: drover.TypePermissionRequest, Payload: drover.PermissionRequestPayload{RequestID: "q1",
-					ToolName: "Bash", ToolUseID: "tu1", Input: input}}, nil) {
-				return
-			}
-			for {
-				select {
-				case <-ctx.Done():
-					return
-				case <-req.Live.Ready():
-				}
-				for _, in := range req.Live.Take() {
-					if !y(in.Event(), nil) {
-						return
-					}
-					if in.Answer == nil {
-						continue
-					}
-					st := drover.ToolDenied
-					if in.Answer.Behavior == drover.Allow {
-						st = drover.ToolSuccess
-					}
-					y(drover.Event{Type: drover.TypeToolResult, Payload: drover.ToolResultPayload{ToolUseID: "tu1", ToolName: "Bash", Status: st}}, nil)
-					y(drover.Event{Type: drover.TypeDone, Payload: drover.DonePayload{Status: drover.StatusSuccess, ResumeToken: "tok"}}, nil)
-					return
-				}
-			}
-		}}
-}
-
 // hang says it is working and waits to be cancelled; it cannot be
 // interrupted.
 func hang() *agenttest.Agent {
@@ -133,7 +95,7 @@ func newFixture(t *testing.T) *fixture {
 	}
 	t.Cleanup(func() { st.Close() })
 	reg := drover.NewRegistry()
-	for _, a := range []drover.Adapter{echo(), asks(), hang(), agenttest.Asker(true)} {
+	for _, a := range []drover.Adapter{echo(), hang(), agenttest.Asker(true)} {
 		if err := reg.Register(a); err != nil {
 			t.Fatal(err)
 		}
@@ -146,29 +108,15 @@ func newFixture(t *testing.T) *fixture {
 	return &fixture{t: t, st: st, sup: sup, reg: reg}
 }
 
-// client is the editor: the SDK's client side over in-memory pipes to
-// acpagent.Serve. It records every update and answers permission
-// questions with answer (nil: it waits until the question is withdrawn,
-// then says "cancelled").
+// client is the editor (acptest.Editor) with its SDK client side over
+// in-memory pipes to acpagent.Serve.
 type client struct {
 	t    *testing.T
+	ed   *acptest.Editor
 	conn *acp.ClientSideConnection
 	in   *io.PipeWriter // the agent's input
-	out  *io.PipeReader // the agent's output
 	// served is Serve's result, once it has returned.
 	served chan error
-
-	mu      sync.Mutex
-	updates []acp.SessionNotification
-	asked   []acp.RequestPermissionRequest
-	answer  func(acp.RequestPermissionRequest) *acp.PermissionOptionId
-	// questions receives each question as it arrives.
-	questions chan acp.RequestPermissionRequest
-	// withdrawn receives the tool call id of each question whose context
-	// ended before an answer (drover withdrew it).
-	withdrawn chan string
-	// seen receives every update as it arrives.
-	seen chan acp.SessionUpdate
 }
 
 // connect starts Serve with cfg and connects a
@@ -181,15 +129,14 @@ func (f *fixture) connect(cfg acpagent.Config) *client {
 	}
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
-	c := &client{t: f.t, in: inW, out: outR, served: make(chan error, 1), questions: make(chan acp.RequestPermissionRequest, 16),
-		withdrawn: make(chan string, 16), seen: make(chan acp.SessionUpdate, 4096)}
+	c := &client{t: f.t, ed: acptest.New(), in: inW, served: make(chan error, 1)}
 	go func() {
 		err := acpagent.Serve(context.Background(), f.sup, cfg, inR, outW)
 		outW.Close()
 		inR.Close()
 		c.served <- err
 	}()
-	c.conn = acp.NewClientSideConnection(c, inW, outR)
+	c.conn = acp.NewClientSideConnection(c.ed, inW, outR)
 	c.conn.SetLogger(discard)
 	f.t.Cleanup(func() {
 		c.close()
@@ -253,157 +200,58 @@ func runOf(t *testing.T, r acp.PromptResponse) string {
 	return id
 }
 
-// take returns the updates received so far and forgets them.
-func (c *client) take() []acp.SessionUpdate {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	var out []acp.SessionUpdate
-	for _, n := range c.updates {
-		out = append(out, n.Update)
-	}
-	c.updates = nil
-	return out
-}
-
-func (c *client) SessionUpdate(_ context.Context, n acp.SessionNotification) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.updates = append(c.updates, n)
-	c.seen <- n.Update
-	return nil
-}
-
-func (c *client) RequestPermission(ctx context.Context, p acp.RequestPermissionRequest) (acp.RequestPermissionResponse, error) {
-	c.mu.Lock()
-	c.asked = append(c.asked, p)
-	answer := c.answer
-	c.mu.Unlock()
-	c.questions <- p
-	if answer != nil {
-		if id := answer(p); id != nil {
-			return acp.RequestPermissionResponse{Outcome: acp.NewRequestPermissionOutcomeSelected(*id)}, nil
-		}
-	}
-	<-ctx.Done()
-	c.withdrawn <- string(p.ToolCall.ToolCallId)
-	return acp.RequestPermissionResponse{Outcome: acp.NewRequestPermissionOutcomeCancelled()}, nil
-}
-
-func (c *client) setAnswer(fn func(acp.RequestPermissionRequest) *acp.PermissionOptionId) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.answer = fn
-}
-
 // waitFor waits until an update for which match is true arrives.
 func (c *client) waitFor(what string, match func(acp.SessionUpdate) bool) {
 	c.t.Helper()
-	ctx := c.ctx()
-	for {
-		select {
-		case u := <-c.seen:
-			if match(u) {
-				return
-			}
-		case <-ctx.Done():
-			c.t.Fatalf("no %s arrived", what)
-		}
+	if err := c.ed.WaitUpdate(c.ctx(), match); err != nil {
+		c.t.Fatalf("no %s arrived: %v", what, err)
 	}
 }
 
-// question waits for the next permission question.
-func (c *client) question() acp.RequestPermissionRequest {
+// working starts a prompt of the hang agent and waits until it says it
+// is working; the returned function waits for the prompt's answer.
+func (c *client) working(session acp.SessionId) func() (acp.PromptResponse, error) {
 	c.t.Helper()
-	select {
-	case q := <-c.questions:
-		return q
-	case <-c.ctx().Done():
-		c.t.Fatal("no permission question arrived")
-	}
-	return acp.RequestPermissionRequest{}
+	answer := c.promptAsync(session, "work")
+	c.waitFor("working", acptest.AgentSaid("working"))
+	return answer
 }
 
-func agentSaid(text string) func(acp.SessionUpdate) bool {
-	return func(u acp.SessionUpdate) bool {
-		return u.AgentMessageChunk != nil && u.AgentMessageChunk.Content.Text != nil && u.AgentMessageChunk.Content.Text.Text == text
-	}
-}
-
-// chooseKind answers with the option of that kind, as ACP asks clients to.
-func chooseKind(kind acp.PermissionOptionKind) func(acp.RequestPermissionRequest) *acp.PermissionOptionId {
-	return func(p acp.RequestPermissionRequest) *acp.PermissionOptionId {
-		for _, o := range p.Options {
-			if o.Kind == kind {
-				return &o.OptionId
-			}
-		}
-		return nil
+// promptAsync prompts in a goroutine the test waits for.
+func (c *client) promptAsync(session acp.SessionId, text string) func() (acp.PromptResponse, error) {
+	var wg sync.WaitGroup
+	var r acp.PromptResponse
+	var err error
+	wg.Go(func() { r, err = c.prompt(session, text) })
+	c.t.Cleanup(wg.Wait)
+	return func() (acp.PromptResponse, error) {
+		wg.Wait()
+		return r, err
 	}
 }
 
-func choose(id string) func(acp.RequestPermissionRequest) *acp.PermissionOptionId {
-	return func(acp.RequestPermissionRequest) *acp.PermissionOptionId { return acp.Ptr(acp.PermissionOptionId(id)) }
-}
-
-func (c *client) ReadTextFile(context.Context, acp.ReadTextFileRequest) (acp.ReadTextFileResponse, error) {
-	return acp.ReadTextFileResponse{}, errors.New("drover asked to read a file")
-}
-
-func (c *client) WriteTextFile(context.Context, acp.WriteTextFileRequest) (acp.WriteTextFileResponse, error) {
-	return acp.WriteTextFileResponse{}, errors.New("drover asked to write a file")
-}
-
-func (c *client) CreateTerminal(context.Context, acp.CreateTerminalRequest) (acp.CreateTerminalResponse, error) {
-	return acp.CreateTerminalResponse{}, errors.New("drover asked for a terminal")
-}
-
-func (c *client) KillTerminal(context.Context, acp.KillTerminalRequest) (acp.KillTerminalResponse, error) {
-	return acp.KillTerminalResponse{}, errors.New("no terminals")
-}
-
-func (c *client) TerminalOutput(context.Context, acp.TerminalOutputRequest) (acp.TerminalOutputResponse, error) {
-	return acp.TerminalOutputResponse{}, errors.New("no terminals")
-}
-
-func (c *client) ReleaseTerminal(context.Context, acp.ReleaseTerminalRequest) (acp.ReleaseTerminalResponse, error) {
-	return acp.ReleaseTerminalResponse{}, errors.New("no terminals")
-}
-
-func (c *client) WaitForTerminalExit(context.Context, acp.WaitForTerminalExitRequest) (acp.WaitForTerminalExitResponse, error) {
-	return acp.WaitForTerminalExitResponse{}, errors.New("no terminals")
-}
-
-// describe renders updates compactly for comparison: one string each.
-func describe(us []acp.SessionUpdate) []string {
-	var out []string
-	for _, u := range us {
-		switch {
-		case u.UserMessageChunk != nil:
-			out = append(out, "user "+u.UserMessageChunk.Content.Text.Text)
-		case u.AgentMessageChunk != nil:
-			out = append(out, "agent "+u.AgentMessageChunk.Content.Text.Text)
-		case u.AgentThoughtChunk != nil:
-			out = append(out, "thought "+u.AgentThoughtChunk.Content.Text.Text)
-		case u.ToolCall != nil:
-			out = append(out, fmt.Sprintf("tool_call %s %s %s %q", u.ToolCall.ToolCallId, u.ToolCall.Kind, u.ToolCall.Status, u.ToolCall.Title))
-		case u.ToolCallUpdate != nil:
-			st := ""
-			if u.ToolCallUpdate.Status != nil {
-				st = string(*u.ToolCallUpdate.Status)
-			}
-			out = append(out, fmt.Sprintf("tool_call_update %s %s", u.ToolCallUpdate.ToolCallId, st))
-		case u.Plan != nil:
-			out = append(out, fmt.Sprintf("plan %d", len(u.Plan.Entries)))
-		case u.ConfigOptionUpdate != nil:
-			out = append(out, "config_option_update")
-		case u.CurrentModeUpdate != nil:
-			out = append(out, "current_mode_update "+string(u.CurrentModeUpdate.CurrentModeId))
-		default:
-			b, _ := json.Marshal(u)
-			out = append(out, string(b))
-		}
+// promptAsker prompts the asker agent, which asks to run make; once the
+// call has ended (the editor answered, or a rule), the run is told to
+// stop and the prompt's answer awaited.
+func (c *client) promptAsker(f *fixture, session acp.SessionId) (acp.PromptResponse, string) {
+	c.t.Helper()
+	answer := c.promptAsync(session, "build it")
+	c.waitFor("end of the call", func(u acp.SessionUpdate) bool {
+		st := u.ToolCallUpdate
+		return st != nil && st.Status != nil && (*st.Status == acp.ToolCallStatusCompleted || *st.Status == acp.ToolCallStatusFailed)
+	})
+	rs, err := f.st.ListRuns(context.Background(), store.RunFilter{SessionID: string(session), Limit: 1})
+	if err != nil || len(rs) != 1 {
+		c.t.Fatalf("the session's run: %v, %v", rs, err)
 	}
-	return out
+	if err := f.sup.Steer(context.Background(), rs[0].ID, "stop", "test"); err != nil {
+		c.t.Fatal(err)
+	}
+	r, err := answer()
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return r, runOf(c.t, r)
 }
 
 // option returns the select config option id of opts.

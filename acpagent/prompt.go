@@ -38,7 +38,7 @@ func (t *turn) abort() { t.stopOnce.Do(func() { close(t.stop) }) }
 func (t *turn) cancelled() bool { return closed(t.cancel) }
 func (t *turn) aborted() bool   { return closed(t.stop) }
 
-func closed(ch chan struct{}) bool {
+func closed(ch <-chan struct{}) bool {
 	select {
 	case <-ch:
 		return true
@@ -260,18 +260,8 @@ func (a *agent) follow(s *session, t *turn, runID string) (acp.PromptResponse, e
 		return resp, nil
 	}
 	if done != nil {
-		switch done.Status {
-		case drover.StatusSuccess:
-			resp.StopReason = acp.StopReasonEndTurn
-			return resp, nil
-		case drover.StatusInterrupted:
-			resp.StopReason = acp.StopReasonCancelled
-			return resp, nil
-		case drover.StatusMaxTurns:
-			resp.StopReason = acp.StopReasonMaxTurnRequests
-			return resp, nil
-		case drover.StatusMaxBudget:
-			resp.StopReason = acp.StopReasonMaxTokens
+		if reason, ok := stopReasons[done.Status]; ok {
+			resp.StopReason = reason
 			return resp, nil
 		}
 	}
@@ -283,6 +273,16 @@ func (a *agent) follow(s *session, t *turn, runID string) (acp.PromptResponse, e
 		}
 	}
 	return acp.PromptResponse{}, &acp.RequestError{Code: -32603, Message: lastErr, Data: map[string]any{"runId": runID, "sessionId": s.id}}
+}
+
+// stopReasons are the ACP stop reasons of the ways a run ends; a run that
+// ends otherwise (done error, or no done) is the prompt's error. ACP has no
+// budget reason: max_tokens, a consumption limit, is the nearest.
+var stopReasons = map[drover.DoneStatus]acp.StopReason{
+	drover.StatusSuccess:     acp.StopReasonEndTurn,
+	drover.StatusInterrupted: acp.StopReasonCancelled,
+	drover.StatusMaxTurns:    acp.StopReasonMaxTurnRequests,
+	drover.StatusMaxBudget:   acp.StopReasonMaxTokens,
 }
 
 // open reports whether run runID's permission request id still waits for
@@ -360,12 +360,12 @@ func (t *translator) permissionCall(p drover.PermissionRequestPayload) acp.ToolC
 // with the editor's choice: allow once, allow always (also for the
 // session's later runs), reject. A question the editor cancels, or fails to
 // answer, is denied. ctx ends when the request is answered otherwise or the
-// run ends; then nothing is answered.
+// run ends; then, and when the editor is gone, nothing is answered.
 func (a *agent) ask(ctx context.Context, s *session, t *turn, runID string, p drover.PermissionRequestPayload, call acp.ToolCallUpdate) {
 	resp, err := a.peer.RequestPermission(ctx, acp.RequestPermissionRequest{SessionId: acp.SessionId(s.id),
 		ToolCall: call, Options: permissionOptions})
-	if ctx.Err() != nil || t.aborted() {
-		return
+	if ctx.Err() != nil || t.aborted() || closed(a.gone) {
+		return // answered otherwise, the run ended, or the editor is gone
 	}
 	d := drover.PermissionDecision{Behavior: drover.Deny}
 	switch {
@@ -410,18 +410,17 @@ func (a *agent) allowAlways(s *session, p drover.PermissionRequestPayload) {
 
 // usage is a run's usage as ACP has it.
 func usage(u drover.Usage) *acp.Usage {
-	out := &acp.Usage{InputTokens: int(u.InputTokens), OutputTokens: int(u.OutputTokens),
-		TotalTokens: int(u.InputTokens + u.OutputTokens)}
-	if u.CacheReadTokens != nil {
-		out.CachedReadTokens = acp.Ptr(int(*u.CacheReadTokens))
+	return &acp.Usage{InputTokens: int(u.InputTokens), OutputTokens: int(u.OutputTokens),
+		TotalTokens: int(u.InputTokens + u.OutputTokens), CachedReadTokens: optional(u.CacheReadTokens),
+		CachedWriteTokens: optional(u.CacheWriteTokens), ThoughtTokens: optional(u.ReasoningTokens)}
+}
+
+// optional is a count the vendor may not report: nil stays nil.
+func optional(n *int64) *int {
+	if n == nil {
+		return nil
 	}
-	if u.CacheWriteTokens != nil {
-		out.CachedWriteTokens = acp.Ptr(int(*u.CacheWriteTokens))
-	}
-	if u.ReasoningTokens != nil {
-		out.ThoughtTokens = acp.Ptr(int(*u.ReasoningTokens))
-	}
-	return out
+	return acp.Ptr(int(*n))
 }
 
 // promptText is the prompt as one text for the agent: text blocks as they

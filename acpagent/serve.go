@@ -68,6 +68,7 @@ type agent struct {
 	cfg  Config
 	log  *slog.Logger
 	peer peer
+	gone <-chan struct{} // closed when the editor's side of the connection ends
 	// ctx outlives every request: runs are followed and updates sent under
 	// it, so that a request context the SDK cancels (a second prompt, a
 	// session/cancel) never cuts a turn short.
@@ -109,7 +110,7 @@ func Serve(ctx context.Context, sup *runs.Supervisor, cfg Config, in io.Reader, 
 	defer w.close()
 	conn := acp.NewAgentSideConnection(a, w, &gated{r: in, open: gate})
 	conn.SetLogger(a.log)
-	a.peer = conn
+	a.peer, a.gone = conn, conn.Done()
 	close(gate)
 	select {
 	case <-conn.Done():

@@ -17,91 +17,22 @@ import (
 
 	acp "github.com/coder/acp-go-sdk"
 	"github.com/drover-run/drover"
+	"github.com/drover-run/drover/acpagent/acptest"
 	"github.com/drover-run/drover/store"
 	"github.com/drover-run/drover/store/sqlite"
 )
 
-// editor is the ACP client of the `drover acp` tests: it records the
-// session's updates and answers each permission question with the option
-// of the kind set in answer.
-type editor struct {
-	mu      sync.Mutex
-	answer  acp.PermissionOptionKind
-	asked   []acp.RequestPermissionRequest
-	updates []acp.SessionUpdate
-}
-
-func (e *editor) RequestPermission(_ context.Context, p acp.RequestPermissionRequest) (acp.RequestPermissionResponse, error) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.asked = append(e.asked, p)
-	for _, o := range p.Options {
-		if o.Kind == e.answer {
-			return acp.RequestPermissionResponse{Outcome: acp.NewRequestPermissionOutcomeSelected(o.OptionId)}, nil
+// turnOf is what the editor was shown of a turn: the agent's text and the
+// statuses its tool calls ended with.
+func turnOf(ed *acptest.Editor) (text string, ended []acp.ToolCallStatus) {
+	us := ed.Take()
+	for _, u := range us {
+		if st := u.ToolCallUpdate; st != nil && st.Status != nil &&
+			(*st.Status == acp.ToolCallStatusCompleted || *st.Status == acp.ToolCallStatusFailed) {
+			ended = append(ended, *st.Status)
 		}
 	}
-	return acp.RequestPermissionResponse{Outcome: acp.NewRequestPermissionOutcomeCancelled()}, nil
-}
-
-func (e *editor) SessionUpdate(_ context.Context, n acp.SessionNotification) error {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.updates = append(e.updates, n.Update)
-	return nil
-}
-
-// turn sets the answer for the next prompt and forgets what came before.
-func (e *editor) turn(answer acp.PermissionOptionKind) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.answer, e.asked, e.updates = answer, nil, nil
-}
-
-// said is the agent's text of the turn, and the statuses its tool calls
-// ended with.
-func (e *editor) said() (text string, ended []acp.ToolCallStatus) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	for _, u := range e.updates {
-		switch {
-		case u.AgentMessageChunk != nil && u.AgentMessageChunk.Content.Text != nil:
-			text += u.AgentMessageChunk.Content.Text.Text
-		case u.ToolCallUpdate != nil && u.ToolCallUpdate.Status != nil &&
-			(*u.ToolCallUpdate.Status == acp.ToolCallStatusCompleted || *u.ToolCallUpdate.Status == acp.ToolCallStatusFailed):
-			ended = append(ended, *u.ToolCallUpdate.Status)
-		}
-	}
-	return text, ended
-}
-
-func (e *editor) questions() []acp.RequestPermissionRequest {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return append([]acp.RequestPermissionRequest(nil), e.asked...)
-}
-
-var errNoEditorFS = errors.New("drover asked the editor for a file or a terminal")
-
-func (*editor) ReadTextFile(context.Context, acp.ReadTextFileRequest) (acp.ReadTextFileResponse, error) {
-	return acp.ReadTextFileResponse{}, errNoEditorFS
-}
-func (*editor) WriteTextFile(context.Context, acp.WriteTextFileRequest) (acp.WriteTextFileResponse, error) {
-	return acp.WriteTextFileResponse{}, errNoEditorFS
-}
-func (*editor) CreateTerminal(context.Context, acp.CreateTerminalRequest) (acp.CreateTerminalResponse, error) {
-	return acp.CreateTerminalResponse{}, errNoEditorFS
-}
-func (*editor) KillTerminal(context.Context, acp.KillTerminalRequest) (acp.KillTerminalResponse, error) {
-	return acp.KillTerminalResponse{}, errNoEditorFS
-}
-func (*editor) TerminalOutput(context.Context, acp.TerminalOutputRequest) (acp.TerminalOutputResponse, error) {
-	return acp.TerminalOutputResponse{}, errNoEditorFS
-}
-func (*editor) ReleaseTerminal(context.Context, acp.ReleaseTerminalRequest) (acp.ReleaseTerminalResponse, error) {
-	return acp.ReleaseTerminalResponse{}, errNoEditorFS
-}
-func (*editor) WaitForTerminalExit(context.Context, acp.WaitForTerminalExitRequest) (acp.WaitForTerminalExitResponse, error) {
-	return acp.WaitForTerminalExitResponse{}, errNoEditorFS
+	return acptest.AgentText(us), ended
 }
 
 // acpDrover is a `drover acp` child process driving the pinned claude
@@ -114,7 +45,7 @@ type acpDrover struct {
 	stdin  io.WriteCloser
 	stderr *strings.Builder
 	conn   *acp.ClientSideConnection
-	ed     *editor
+	ed     *acptest.Editor
 	exited chan error
 }
 
@@ -126,7 +57,7 @@ func startACP(t *testing.T, droverBin, home string) *acpDrover {
 	if err := os.WriteFile(script, []byte(liveScript), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	d := &acpDrover{t: t, bin: droverBin, db: filepath.Join(home, "drover.db"), ed: &editor{}, stderr: &strings.Builder{},
+	d := &acpDrover{t: t, bin: droverBin, db: filepath.Join(home, "drover.db"), ed: acptest.New(), stderr: &strings.Builder{},
 		exited: make(chan error, 1)}
 	d.cmd = exec.Command(droverBin, "acp", "-a", "claude", "--tier", "supervised", "--db", d.db, "--fakemodel-script", script)
 	d.cmd.Env = append(os.Environ(), "DROVER_CLAUDE_BIN="+claudeBin, "HOME="+home, "XDG_STATE_HOME="+filepath.Join(home, "state"))
@@ -242,13 +173,13 @@ func TestACP2_ClaudeThroughDroverACP(t *testing.T) {
 	sid := string(ns.SessionId)
 
 	// Allowed: the command runs.
-	d.ed.turn(acp.PermissionOptionKindAllowOnce)
+	d.ed.Answer(acp.PermissionOptionKindAllowOnce)
 	r, allowed := d.prompt(ctx, ns.SessionId, "touch allowed.txt")
-	text, ended := d.ed.said()
+	text, ended := turnOf(d.ed)
 	if r.StopReason != acp.StopReasonEndTurn || !strings.Contains(text, "touched allowed.txt") || len(ended) != 1 || ended[0] != acp.ToolCallStatusCompleted {
 		t.Fatalf("allowed turn: %+v, said %q, tool calls ended %v\n%s", r, text, ended, d.logs())
 	}
-	q := d.ed.questions()
+	q := d.ed.Asked()
 	if len(q) != 1 || q[0].ToolCall.RawInput == nil || !strings.Contains(*q[0].ToolCall.Title, "touch allowed.txt") || *q[0].ToolCall.Kind != acp.ToolKindExecute {
 		t.Fatalf("questions %+v", q)
 	}
@@ -257,11 +188,11 @@ func TestACP2_ClaudeThroughDroverACP(t *testing.T) {
 	}
 
 	// Rejected: it does not.
-	d.ed.turn(acp.PermissionOptionKindRejectOnce)
+	d.ed.Answer(acp.PermissionOptionKindRejectOnce)
 	r, denied := d.prompt(ctx, ns.SessionId, "touch denied.txt")
-	_, ended = d.ed.said()
-	if r.StopReason != acp.StopReasonEndTurn || len(d.ed.questions()) != 1 || len(ended) == 0 || ended[len(ended)-1] != acp.ToolCallStatusFailed {
-		t.Fatalf("rejected turn: %+v, %d questions, tool calls ended %v", r, len(d.ed.questions()), ended)
+	_, ended = turnOf(d.ed)
+	if r.StopReason != acp.StopReasonEndTurn || len(d.ed.Asked()) != 2 || len(ended) == 0 || ended[len(ended)-1] != acp.ToolCallStatusFailed {
+		t.Fatalf("rejected turn: %+v, %d questions in all, tool calls ended %v", r, len(d.ed.Asked()), ended)
 	}
 	if _, err := os.Stat(filepath.Join(cwd, "denied.txt")); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("a rejected command ran: %v", err)
@@ -269,7 +200,6 @@ func TestACP2_ClaudeThroughDroverACP(t *testing.T) {
 
 	// Cancelled: once claude has asked the model (the run's init is in the
 	// ledger), session/cancel interrupts the run.
-	d.ed.turn(acp.PermissionOptionKindRejectOnce)
 	var wg sync.WaitGroup
 	var slow acp.PromptResponse
 	var slowErr error
@@ -288,11 +218,11 @@ func TestACP2_ClaudeThroughDroverACP(t *testing.T) {
 	cancelled, _ := meta["runId"].(string)
 
 	// The session goes on.
-	d.ed.turn(acp.PermissionOptionKindRejectOnce)
+	d.ed.Take()
 	if r, _ := d.prompt(ctx, ns.SessionId, "still there?"); r.StopReason != acp.StopReasonEndTurn {
 		t.Fatalf("after the cancel: %+v", r)
 	}
-	if text, _ := d.ed.said(); !strings.Contains(text, "heard: still there?") {
+	if text, _ := turnOf(d.ed); !strings.Contains(text, "heard: still there?") {
 		t.Fatalf("after the cancel claude said %q", text)
 	}
 
@@ -330,18 +260,17 @@ func TestACP2_ClaudeThroughDroverACP(t *testing.T) {
 	if _, err := d2.conn.LoadSession(ctx, acp.LoadSessionRequest{SessionId: ns.SessionId, Cwd: cwd, McpServers: []acp.McpServer{}}); err != nil {
 		t.Fatalf("load: %v\n%s", err, d2.logs())
 	}
+	replayed := d2.ed.Take()
 	var users []string
-	d2.ed.mu.Lock()
-	for _, u := range d2.ed.updates {
-		if u.UserMessageChunk != nil {
-			users = append(users, u.UserMessageChunk.Content.Text.Text)
+	for _, u := range acptest.Describe(replayed) {
+		if p, ok := strings.CutPrefix(u, "user "); ok {
+			users = append(users, p)
 		}
 	}
-	d2.ed.mu.Unlock()
 	if want := []string{"touch allowed.txt", "touch denied.txt", "slow", "still there?"}; !slices.Equal(users, want) {
 		t.Fatalf("replayed prompts %q, want %q", users, want)
 	}
-	if text, _ := d2.ed.said(); !strings.Contains(text, "touched allowed.txt") {
+	if text := acptest.AgentText(replayed); !strings.Contains(text, "touched allowed.txt") {
 		t.Fatalf("replayed answers %q", text)
 	}
 }

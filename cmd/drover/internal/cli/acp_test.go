@@ -5,72 +5,20 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	acp "github.com/coder/acp-go-sdk"
 	"github.com/drover-run/drover"
+	"github.com/drover-run/drover/acpagent/acptest"
 	"github.com/drover-run/drover/store"
 	"github.com/drover-run/drover/store/sqlite"
 )
-
-// acpEditor is an ACP client that allows every permission question once
-// and counts them.
-type acpEditor struct {
-	mu      sync.Mutex
-	asked   int
-	updates int
-}
-
-func (e *acpEditor) RequestPermission(_ context.Context, p acp.RequestPermissionRequest) (acp.RequestPermissionResponse, error) {
-	e.mu.Lock()
-	e.asked++
-	e.mu.Unlock()
-	for _, o := range p.Options {
-		if o.Kind == acp.PermissionOptionKindAllowOnce {
-			return acp.RequestPermissionResponse{Outcome: acp.NewRequestPermissionOutcomeSelected(o.OptionId)}, nil
-		}
-	}
-	return acp.RequestPermissionResponse{Outcome: acp.NewRequestPermissionOutcomeCancelled()}, nil
-}
-
-func (e *acpEditor) SessionUpdate(context.Context, acp.SessionNotification) error {
-	e.mu.Lock()
-	e.updates++
-	e.mu.Unlock()
-	return nil
-}
-
-var errNoEditorFS = errors.New("drover asked the editor for a file or a terminal")
-
-func (*acpEditor) ReadTextFile(context.Context, acp.ReadTextFileRequest) (acp.ReadTextFileResponse, error) {
-	return acp.ReadTextFileResponse{}, errNoEditorFS
-}
-func (*acpEditor) WriteTextFile(context.Context, acp.WriteTextFileRequest) (acp.WriteTextFileResponse, error) {
-	return acp.WriteTextFileResponse{}, errNoEditorFS
-}
-func (*acpEditor) CreateTerminal(context.Context, acp.CreateTerminalRequest) (acp.CreateTerminalResponse, error) {
-	return acp.CreateTerminalResponse{}, errNoEditorFS
-}
-func (*acpEditor) KillTerminal(context.Context, acp.KillTerminalRequest) (acp.KillTerminalResponse, error) {
-	return acp.KillTerminalResponse{}, errNoEditorFS
-}
-func (*acpEditor) TerminalOutput(context.Context, acp.TerminalOutputRequest) (acp.TerminalOutputResponse, error) {
-	return acp.TerminalOutputResponse{}, errNoEditorFS
-}
-func (*acpEditor) ReleaseTerminal(context.Context, acp.ReleaseTerminalRequest) (acp.ReleaseTerminalResponse, error) {
-	return acp.ReleaseTerminalResponse{}, errNoEditorFS
-}
-func (*acpEditor) WaitForTerminalExit(context.Context, acp.WaitForTerminalExitRequest) (acp.WaitForTerminalExitResponse, error) {
-	return acp.WaitForTerminalExitResponse{}, errNoEditorFS
-}
 
 // TestACP2_Command: `drover acp` speaks ACP on stdin and stdout (nothing
 // else on stdout) with the built-in agents: a prompt runs claude (the fake
@@ -97,7 +45,8 @@ func TestACP2_Command(t *testing.T) {
 		inR.Close()
 		exited <- code
 	}()
-	editor := &acpEditor{}
+	editor := acptest.New()
+	editor.Answer(acp.PermissionOptionKindAllowOnce)
 	conn := acp.NewClientSideConnection(editor, inW, outR)
 	conn.SetLogger(slog.New(slog.DiscardHandler))
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -122,11 +71,8 @@ func TestACP2_Command(t *testing.T) {
 	if r.StopReason != acp.StopReasonEndTurn {
 		t.Fatalf("stop reason %s", r.StopReason)
 	}
-	editor.mu.Lock()
-	asked, updates := editor.asked, editor.updates
-	editor.mu.Unlock()
-	if asked != 1 || updates == 0 {
-		t.Fatalf("editor asked %d times, %d updates", asked, updates)
+	if asked, said := len(editor.Asked()), acptest.AgentText(editor.Take()); asked != 1 || said != "built" {
+		t.Fatalf("editor asked %d times; the agent said %q", asked, said)
 	}
 	inW.Close()
 	if code := <-exited; code != ExitOK {
