@@ -1,18 +1,18 @@
 package sqlite
 
 import (
-	"cmp"
 	"context"
 	"database/sql"
 	"errors"
 	"fmt"
 	"math/bits"
-	"slices"
 	"strings"
 	"unsafe"
 
 	"github.com/drover-run/drover"
 	"github.com/drover-run/drover/store"
+	"github.com/drover-run/drover/store/internal/batch"
+	"github.com/drover-run/drover/store/internal/turnref"
 )
 
 // insertChunk is the most rows one INSERT statement carries (5 parameters
@@ -102,36 +102,13 @@ func (s *Store) lastSeqs(ctx context.Context, tx *sql.Tx, ids []string) (map[str
 
 // checkSeqs reads the last seq of every run named in evs (inside tx, which
 // holds the write lock, so no other writer can move them) and checks that
-// each event continues its run: errs[i] is nil for an event that may be
-// written, ErrNotFound for an unknown run, ErrConflict for a gap or a
-// duplicate. An event that fails does not advance its run, so a later
-// event of the same run is checked against the last good one.
+// each event continues its run (see batch.CheckSeqs).
 func (s *Store) checkSeqs(ctx context.Context, tx *sql.Tx, evs []store.Event) ([]error, error) {
-	var ids []string
-	seen := make(map[string]bool)
-	for _, ev := range evs {
-		if !seen[ev.RunID] {
-			seen[ev.RunID] = true
-			ids = append(ids, ev.RunID)
-		}
-	}
-	last, err := s.lastSeqs(ctx, tx, ids)
+	last, err := s.lastSeqs(ctx, tx, batch.RunIDs(evs))
 	if err != nil {
 		return nil, err
 	}
-	errs := make([]error, len(evs))
-	for i, ev := range evs {
-		cur, ok := last[ev.RunID]
-		switch {
-		case !ok:
-			errs[i] = fmt.Errorf("append event %s/%d: run %w", ev.RunID, ev.Seq, store.ErrNotFound)
-		case ev.Seq != cur+1:
-			errs[i] = fmt.Errorf("append event %s/%d: run's last seq is %d: %w", ev.RunID, ev.Seq, cur, store.ErrConflict)
-		default:
-			last[ev.RunID] = ev.Seq
-		}
-	}
-	return errs, nil
+	return batch.CheckSeqs(evs, last), nil
 }
 
 // insertEvents writes evs, already checked, with as few statements as
@@ -177,16 +154,6 @@ func jsonText(b []byte) string {
 	return unsafe.String(&b[0], len(b))
 }
 
-func validateEvent(ev store.Event) error {
-	if ev.RunID == "" {
-		return fmt.Errorf("append event: empty run id")
-	}
-	if ev.Seq <= 0 {
-		return fmt.Errorf("append event %s/%d: seq must be positive: %w", ev.RunID, ev.Seq, store.ErrConflict)
-	}
-	return nil
-}
-
 // AppendEvents records evs in one transaction (LED-2). Within each run the
 // events must continue the run's last seq in order (last+1, last+2, …);
 // events of several runs may be interleaved. A gap, a duplicate or a seq
@@ -197,7 +164,7 @@ func (s *Store) AppendEvents(ctx context.Context, evs []store.Event) error {
 		return nil
 	}
 	for _, ev := range evs {
-		if err := validateEvent(ev); err != nil {
+		if err := batch.Validate(ev); err != nil {
 			return err
 		}
 	}
@@ -206,10 +173,8 @@ func (s *Store) AppendEvents(ctx context.Context, evs []store.Event) error {
 		if err != nil {
 			return fmt.Errorf("append events: %w", err)
 		}
-		for _, err := range errs {
-			if err != nil {
-				return err // the first: later ones of its run follow from it
-			}
+		if err := batch.FirstError(errs); err != nil {
+			return err
 		}
 		if err := s.insertEvents(ctx, tx, evs); err != nil {
 			return fmt.Errorf("append events: %w", err)
@@ -306,13 +271,13 @@ func (s *Store) Messages(ctx context.Context, runID string) ([]store.Message, er
 		if err := rows.Err(); err != nil {
 			return err
 		}
-		refs, err := messageRefs(ctx, tx, runID)
-		if err != nil || len(refs) == 0 {
+		js, err := refsJSON(ctx, tx, runID, "messages")
+		if err != nil {
 			return err
 		}
-		out = append(out, refs...)
-		slices.SortFunc(out, func(a, b store.Message) int { return cmp.Compare(a.Index, b.Index) })
-		return nil
+		refs, err := turnref.Messages(runID, js, eventParts(ctx, tx, runID))
+		out = turnref.MergeMessages(out, refs)
+		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("messages of %s: %w", runID, err)
@@ -323,7 +288,7 @@ func (s *Store) Messages(ctx context.Context, runID string) ([]store.Message, er
 // ToolCalls returns a run's tool calls in the order FinishRun was given
 // them; none for an unknown run.
 func (s *Store) ToolCalls(ctx context.Context, runID string) ([]store.ToolCall, error) {
-	var out []ordCall
+	var out []store.ToolCall
 	err := s.readTx(ctx, func(tx *sql.Tx) error {
 		rows, err := tx.QueryContext(ctx, `SELECT ord, id, name, input, status, output, started_at, ended_at
 			FROM tool_calls WHERE run_id = ? ORDER BY ord`, runID)
@@ -331,36 +296,33 @@ func (s *Store) ToolCalls(ctx context.Context, runID string) ([]store.ToolCall, 
 			return err
 		}
 		defer rows.Close()
+		var given []turnref.OrdCall
 		for rows.Next() {
-			c := ordCall{ToolCall: store.ToolCall{RunID: runID}}
+			c := turnref.OrdCall{ToolCall: store.ToolCall{RunID: runID}}
 			var input sql.NullString
 			var status string
 			var started, ended sql.NullInt64
-			if err := rows.Scan(&c.ord, &c.ID, &c.Name, &input, &status, &c.Output, &started, &ended); err != nil {
+			if err := rows.Scan(&c.Ord, &c.ID, &c.Name, &input, &status, &c.Output, &started, &ended); err != nil {
 				return err
 			}
 			c.Input = jsonVal(input)
 			c.Status = drover.ToolStatus(status)
 			c.StartedAt, c.EndedAt = timeVal(started), timeVal(ended)
-			out = append(out, c)
+			given = append(given, c)
 		}
 		if err := rows.Err(); err != nil {
 			return err
 		}
-		refs, err := callRefs(ctx, tx, runID)
-		if err != nil || len(refs) == 0 {
+		js, err := refsJSON(ctx, tx, runID, "tool_calls")
+		if err != nil {
 			return err
 		}
-		out = append(out, refs...)
-		slices.SortFunc(out, func(a, b ordCall) int { return cmp.Compare(a.ord, b.ord) })
-		return nil
+		refs, err := turnref.Calls(runID, js, eventParts(ctx, tx, runID))
+		out = turnref.MergeCalls(given, refs)
+		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("tool calls of %s: %w", runID, err)
 	}
-	var calls []store.ToolCall
-	for _, c := range out {
-		calls = append(calls, c.ToolCall)
-	}
-	return calls, nil
+	return out, nil
 }

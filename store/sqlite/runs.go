@@ -10,6 +10,7 @@ import (
 
 	"github.com/drover-run/drover"
 	"github.com/drover-run/drover/store"
+	"github.com/drover-run/drover/store/internal/turnref"
 )
 
 // runInsertCols are the columns CreateRun writes; runCols what a query
@@ -172,7 +173,7 @@ func (s *Store) FinishRun(ctx context.Context, f store.Finish) error {
 	if f.EndedAt.IsZero() {
 		f.EndedAt = time.Now()
 	}
-	inline, inlineCalls, refs, err := splitTurn(f)
+	inline, inlineCalls, refs, err := turnref.Split(f)
 	if err != nil {
 		return fmt.Errorf("finish run %s: %w", f.RunID, err)
 	}
@@ -209,7 +210,7 @@ func (s *Store) FinishRun(ctx context.Context, f store.Finish) error {
 		}
 		calls := make([][]any, len(inlineCalls))
 		for i, c := range inlineCalls {
-			calls[i] = []any{f.RunID, c.ord, c.ID, c.Name, jsonArg(c.Input), string(c.Status), c.Output, timeArg(c.StartedAt), timeArg(c.EndedAt)}
+			calls[i] = []any{f.RunID, c.Ord, c.ID, c.Name, jsonArg(c.Input), string(c.Status), c.Output, timeArg(c.StartedAt), timeArg(c.EndedAt)}
 		}
 		if err := insertRows(ctx, tx, `INSERT INTO tool_calls (run_id, ord, id, name, input, status, output, started_at, ended_at) VALUES `, 9, calls); err != nil {
 			return err

@@ -229,7 +229,7 @@ func (s *Store) AppendAsync(ev store.Event) <-chan error { return s.writer.Appen
 // Calls of Close after the first return the first call's result.
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
-		s.writer.close()
+		s.writer.b.Close()
 		s.stmts.close()
 		s.closeErr = errors.Join(s.r.Close(), s.w.Close())
 	})

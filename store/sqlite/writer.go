@@ -3,18 +3,10 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"errors"
-	"runtime"
-	"sync"
-	"sync/atomic"
-	"time"
 
 	"github.com/drover-run/drover/store"
+	"github.com/drover-run/drover/store/internal/batch"
 )
-
-// queueLen bounds the events waiting for the writer. A producer that finds
-// the queue full waits: backpressure instead of unbounded memory.
-const queueLen = 8192
 
 // Writer is a Store's batched event writer (LED-1): one goroutine that
 // group-commits the events of every run of the process. Each event is
@@ -32,37 +24,31 @@ const queueLen = 8192
 //
 // Each event is checked on its own: one that does not continue its run's
 // last seq fails with store.ErrConflict (store.ErrNotFound for an unknown
-// run) without failing the others of its transaction. Events are written
-// in the order they were queued, so a run's events are accepted when one
-// goroutine queues them in seq order, waiting for earlier ones or not.
-// (Mixing the Writer and Store.AppendEvents for one run is fine as long as
-// each call has returned before the next one for that run is made.)
+// run) without failing the others of its transaction; an event that makes
+// the whole transaction fail (say, too large) is retried alone, so it
+// cannot fail its neighbours. Events are written in the order they were
+// queued, so a run's events are accepted when one goroutine queues them in
+// seq order, waiting for earlier ones or not. (Mixing the Writer and
+// Store.AppendEvents for one run is fine as long as each call has returned
+// before the next one for that run is made.)
 type Writer struct {
-	s     *Store
-	queue chan request
-
-	// mu makes closing the queue safe: appends send while holding it for
-	// reading, close takes it for writing, so no send can hit a closed
-	// channel.
-	mu     sync.RWMutex
-	closed bool
-	wg     sync.WaitGroup
-
-	commits, events atomic.Int64
-
-	evs []store.Event // the loop's, reused for each batch
+	b *batch.Writer
 }
 
-type request struct {
-	ev  store.Event
-	res chan error // buffered: the writer never blocks on a reply
-}
+// WriterStats counts the writer's work since Open.
+type WriterStats = batch.Stats
 
 func newWriter(s *Store) *Writer {
-	w := &Writer{s: s, queue: make(chan request, queueLen)}
-	w.wg.Add(1)
-	go w.loop()
-	return w
+	return &Writer{batch.New(batch.Config{
+		MaxEvents:   s.cfg.maxEvents,
+		MaxBytes:    s.cfg.maxBytes,
+		CommitDelay: s.cfg.commitDelay,
+		Closed:      ErrClosed,
+		Write:       s.writeBatch,
+		// The file staying locked for the whole busy timeout would only
+		// repeat per event.
+		RetryEach: func(err error) bool { return !isBusy(err) },
+	})}
 }
 
 // Append queues ev and waits until it is durably committed (see the package
@@ -72,18 +58,7 @@ func newWriter(s *Store) *Writer {
 // store.ErrNotFound if its run does not exist, [ErrClosed] once the Store
 // is closed. If ctx ends first, Append returns ctx.Err(); the event may
 // still be written.
-func (w *Writer) Append(ctx context.Context, ev store.Event) error {
-	res, err := w.enqueue(ctx, ev)
-	if err != nil {
-		return err
-	}
-	select {
-	case err := <-res:
-		return err
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
+func (w *Writer) Append(ctx context.Context, ev store.Event) error { return w.b.Append(ctx, ev) }
 
 // AppendAsync queues ev and returns a channel that receives exactly one
 // value: nil once ev is durably committed, or the error Append would have
@@ -91,194 +66,27 @@ func (w *Writer) Append(ctx context.Context, ev store.Event) error {
 // the queue is full. Calling AppendAsync for seq n+1 as soon as it has
 // returned for seq n (on one goroutine) keeps a run's events in order
 // without waiting for each commit.
-func (w *Writer) AppendAsync(ev store.Event) <-chan error {
-	res, err := w.enqueue(context.Background(), ev)
-	if err != nil {
-		res = make(chan error, 1)
-		res <- err
-	}
-	return res
-}
-
-func (w *Writer) enqueue(ctx context.Context, ev store.Event) (chan error, error) {
-	if err := validateEvent(ev); err != nil {
-		return nil, err
-	}
-	if err := ctx.Err(); err != nil {
-		return nil, err // select below would pick at random
-	}
-	res := make(chan error, 1)
-	w.mu.RLock()
-	defer w.mu.RUnlock()
-	if w.closed {
-		return nil, ErrClosed
-	}
-	select {
-	case w.queue <- request{ev: ev, res: res}:
-		return res, nil
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
-}
-
-// WriterStats counts the writer's work since Open.
-type WriterStats struct {
-	Commits int64 // transactions committed
-	Events  int64 // events written by them
-}
+func (w *Writer) AppendAsync(ev store.Event) <-chan error { return w.b.AppendAsync(ev) }
 
 // Stats returns the writer's counters; Events/Commits is the mean batch.
-func (w *Writer) Stats() WriterStats {
-	return WriterStats{Commits: w.commits.Load(), Events: w.events.Load()}
-}
+func (w *Writer) Stats() WriterStats { return w.b.Stats() }
 
-// close stops taking events, commits those already queued and waits for
-// the goroutine to end.
-func (w *Writer) close() {
-	w.mu.Lock()
-	if !w.closed {
-		w.closed = true
-		close(w.queue)
-	}
-	w.mu.Unlock()
-	w.wg.Wait()
-}
-
-func (w *Writer) loop() {
-	defer w.wg.Done()
-	maxEvents, maxBytes, delay := w.s.cfg.maxEvents, w.s.cfg.maxBytes, w.s.cfg.commitDelay
-	batch := make([]request, 0, maxEvents)
-	var last int       // size of the previous batch
-	var streaming bool // events arrived while the previous batch was written
-	var backoff int    // batches to cut at once, after a delay that gathered little
-	for first := range w.queue {
-		if last > 1 {
-			// Under load, let the producers just woken by the last batch's
-			// replies queue their next events before this batch is cut: a
-			// yield, not a timer, so an idle writer never waits.
-			runtime.Gosched()
-		}
-		batch = append(batch[:0], first)
-		size := w.fill(&batch, evSize(first.ev))
-		switch {
-		case backoff > 0:
-			backoff--
-		case streaming && delay > 0 && len(batch) < maxEvents && size < maxBytes:
-			// Producers that do not wait for their commits (the
-			// supervisor's pipeline) keep queueing: let them queue for
-			// delay before cutting the batch, as each commit costs about
-			// as much CPU as tens of events, CPU the producers need.
-			// Sleeping, rather than waiting on the queue, spares them a
-			// wake-up of the writer at every event. Producers that wait
-			// for each commit gain nothing by it (they are waiting for
-			// this very batch), so a delay that did not at least double
-			// the batch is not tried again for a while.
-			before := len(batch)
-			time.Sleep(delay)
-			w.fill(&batch, size)
-			if len(batch) < 2*before {
-				backoff = delayBackoff
-			}
-		}
-		last = len(batch)
-		streaming = w.commit(batch)
-		clear(batch) // drop references to delivered events (len stays)
-	}
-}
-
-// delayBackoff is how many batches the writer cuts without delay after a
-// delay that gathered little.
-const delayBackoff = 32
-
-// fill adds the requests already queued to batch, up to the batch limits,
-// without waiting for more: waiting would add latency to an idle writer.
-// It returns the batch's size in bytes.
-func (w *Writer) fill(batch *[]request, size int) int {
-	maxEvents, maxBytes := w.s.cfg.maxEvents, w.s.cfg.maxBytes
-	for len(*batch) < maxEvents && size < maxBytes {
-		select {
-		case r, ok := <-w.queue:
-			if !ok {
-				return size
-			}
-			*batch = append(*batch, r)
-			size += evSize(r.ev)
-		default:
-			return size
-		}
-	}
-	return size
-}
-
-func evSize(ev store.Event) int { return len(ev.JSON) + len(ev.RunID) + len(ev.Type) + 32 }
-
-// commit writes batch in one transaction and answers every request. If the
-// transaction itself fails (not just some events' seq checks), each event
-// is retried in its own transaction, so one bad event (say, too large)
-// cannot fail its neighbours — unless the failure was the file staying
-// locked for the whole busy timeout, which would only repeat per event.
-// It reports whether events were queued while the batch was written, by
-// producers that did not wait for it.
-func (w *Writer) commit(batch []request) (streaming bool) {
-	evs := w.evs[:0]
-	for _, r := range batch {
-		evs = append(evs, r.ev)
-	}
-	w.evs = evs
-	defer clear(evs) // drop references to delivered events
-	errs, err := w.write(evs)
-	// Before any answer: an event queued now comes from a producer not
-	// waiting for this batch.
-	streaming = len(w.queue) > 0
-	if err != nil && len(batch) > 1 && !isBusy(err) {
-		for _, r := range batch {
-			w.commit([]request{r})
-		}
-		return streaming
-	}
-	for i, r := range batch {
-		if err != nil {
-			r.res <- err
-		} else {
-			r.res <- errs[i]
-		}
-	}
-	return streaming
-}
-
-// write commits the events of evs that continue their runs; errs says
+// writeBatch commits the events of evs that continue their runs; errs says
 // which did not.
-func (w *Writer) write(evs []store.Event) (errs []error, err error) {
-	s := w.s
+func (s *Store) writeBatch(evs []store.Event) (errs []error, err error) {
 	// Not a caller's context: a batch holds many callers' events, and Close
 	// must be able to flush after callers have given up.
 	ctx := context.Background()
-	var n int
 	err = s.inTx(ctx, func(tx *sql.Tx) error {
 		var err error
 		errs, err = s.checkSeqs(ctx, tx, evs)
 		if err != nil {
 			return err
 		}
-		good := evs
-		if errors.Join(errs...) != nil {
-			good = nil
-			for i, ev := range evs {
-				if errs[i] == nil {
-					good = append(good, ev)
-				}
-			}
+		if good := batch.Good(evs, errs); len(good) > 0 {
+			return s.insertEvents(ctx, tx, good)
 		}
-		if len(good) == 0 {
-			return nil
-		}
-		n = len(good)
-		return s.insertEvents(ctx, tx, good)
+		return nil
 	})
-	if err != nil {
-		return nil, err
-	}
-	w.commits.Add(1)
-	w.events.Add(int64(n))
-	return errs, nil
+	return errs, err
 }
