@@ -484,7 +484,12 @@ func TestMCP1_ClientCancelsRunAgent(t *testing.T) {
 		called <- err
 	}()
 	var id string
+	deadline, stop := context.WithTimeout(context.Background(), 30*time.Second)
+	defer stop()
 	for id == "" {
+		if deadline.Err() != nil {
+			t.Fatal("run_agent's run never ran")
+		}
 		recs, err := sup.Store().ListRuns(context.Background(), store.RunFilter{Status: []store.RunStatus{store.StatusRunning}})
 		if err != nil {
 			t.Fatal(err)
@@ -498,9 +503,7 @@ func TestMCP1_ClientCancelsRunAgent(t *testing.T) {
 	if err := <-called; !errors.Is(err, context.Canceled) {
 		t.Fatalf("call: %v", err)
 	}
-	ctx, stop := context.WithTimeout(context.Background(), 30*time.Second)
-	defer stop()
-	recs, err := sup.Await(ctx, id)
+	recs, err := sup.Await(deadline, id)
 	if err != nil || recs[0].Error != store.ReasonCancelled {
 		t.Fatalf("abandoned run %+v %v", recs, err)
 	}
