@@ -98,8 +98,12 @@ func newOffline(enabled bool, scriptPath, logPath string) (*offline, error) {
 
 // start starts drover's scripted model server in-process and returns
 // apply, which points a run's options at it (see defaults), and stop, which
-// the caller must call once the runs have ended.
+// the caller must call once the runs have ended. On a nil o (no
+// --fakemodel flag) it starts nothing: apply is nil and stop does nothing.
 func (o *offline) start(e *env, announce bool) (apply func(*drover.Options), stop func(), err error) {
+	if o == nil {
+		return nil, func() {}, nil
+	}
 	srv := fakemodel.New(o.script)
 	var logFile *os.File
 	if o.logPath != "" {

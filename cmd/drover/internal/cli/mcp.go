@@ -60,15 +60,12 @@ exits 130.`,
 			if err != nil {
 				return err
 			}
-			cfg := mcpserver.Config{ParentID: parent, MaxTier: tier, Logger: e.log}
-			if fake != nil {
-				apply, stop, err := fake.start(e, true)
-				if err != nil {
-					return err
-				}
-				defer stop()
-				cfg.Defaults = apply
+			apply, stopFake, err := fake.start(e, true)
+			if err != nil {
+				return err
 			}
+			defer stopFake()
+			cfg := mcpserver.Config{ParentID: parent, MaxTier: tier, Defaults: apply, Logger: e.log}
 			rcfg := runs.Config{Limit: limit, DefaultApprovalTimeout: approvalTimeout}
 			return e.withLedger(ctx, db, rcfg, func(sup *runs.Supervisor, _ store.Store) error {
 				if parent != "" {
