@@ -70,6 +70,10 @@ type Dialect struct {
 	Usage func(result json.RawMessage) (u drover.Usage, ok bool)
 	// StatusRules classify a failed prompt by its HTTP status and text.
 	StatusRules runner.StatusRules
+	// UnknownSession, when set, also recognises a session/load error that
+	// means the session does not exist (a rejected resume, ADP-5) where the
+	// agent says so its own way (OpenCode: a "session" service failure).
+	UnknownSession func(code int, message string, data json.RawMessage) bool
 	// FailureStatus, when set, returns the HTTP status of the agent's last
 	// failed model call, for an agent whose errors do not carry it
 	// (OpenCode); 0 when unknown. It is called once the process has ended.
@@ -408,7 +412,8 @@ func (c *Conversation) onInitialize(m message) []drover.Event {
 func (c *Conversation) sessionStarted(method string, m message) []drover.Event {
 	c.loading = false
 	if m.Error != nil {
-		if method == acpsdk.AgentMethodSessionLoad && unknownSession(m.Error) {
+		if method == acpsdk.AgentMethodSessionLoad && (unknownSession(m.Error) ||
+			c.d.UnknownSession != nil && c.d.UnknownSession(m.Error.Code, m.Error.Message, m.Error.Data)) {
 			c.resumeRejected, c.closeIn = true, true
 			return nil
 		}

@@ -209,7 +209,8 @@ func (k *call) resultOutput() string {
 }
 
 // toolUpdate maps a tool_call or tool_call_update. A call is reported
-// (tool_use) once its input is known or it runs, and its result once it
+// (tool_use) once it runs (or is asked about, see requestPermission), with
+// what is known of its input by then, and its result once it
 // completes or fails: failed is "denied" when drover rejected it or the
 // dialect says the agent refused it, else "error". What the agent says
 // of a call after its result is an extension event.
@@ -227,8 +228,10 @@ func (c *Conversation) toolUpdate(u toolUpdate, first bool, raw json.RawMessage)
 	if u.Status != nil {
 		status = *u.Status
 	}
+	// A pending call is not reported yet: its input may still come
+	// (OpenCode's first tool_call has none, or only its cwd).
 	var evs []drover.Event
-	if len(k.input) > 0 || status != "" && status != string(acpsdk.ToolCallStatusPending) {
+	if status != "" && status != string(acpsdk.ToolCallStatusPending) {
 		evs = c.use(k)
 	}
 	switch acpsdk.ToolCallStatus(status) {

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/drover-run/drover"
+	"github.com/drover-run/drover/adapter/acp"
 	"github.com/drover-run/drover/internal/runner"
 )
 
@@ -34,20 +35,28 @@ var (
 // Capabilities reports the options Gemini CLI honours. MaxBudgetUSD (Gemini
 // reports no cost), SystemPrompt (GEMINI_SYSTEM_MD replaces the whole system
 // prompt instead of appending), Fork and thinking output (thought parts are
-// dropped from stream-json) are not supported.
+// dropped from stream-json) are not supported. Permissions and Interrupt
+// are a live run's (Request.Live), which drives `gemini --acp` (acp.go);
+// ACP v1 has no steering.
 func (a *Adapter) Capabilities() drover.Capabilities {
 	return drover.Capabilities{
 		MaxTurns: true, Resume: true, AllowedTools: true, DisallowedTools: true, AddDirs: true, PartialText: true,
-		ConfigDir: true, Endpoint: true, APIRetries: true,
+		ConfigDir: true, Endpoint: true, APIRetries: true, Permissions: true, Interrupt: true,
 		Tiers: drover.Tiers(),
 	}
 }
 
 // Prepare builds one gemini process: a per-run temporary directory (the tier's
 // policy file, TMPDIR, and the config home when one is needed and no
-// ConfigDir is given), flags, settings, environment and the prompt on stdin.
+// ConfigDir is given), flags, settings, environment and the prompt on stdin;
+// with req.Live, `gemini --acp` and an ACP conversation instead (acp.go).
+// A live run that resumes runs headless with --resume: Gemini 0.61.0's ACP
+// session/load always fails (and leaves the session unreadable), while
+// --resume continues a session ACP started; such a run asks nothing (what
+// needs approval is not offered) and cannot be interrupted.
 func (a *Adapter) Prepare(req drover.Request) (l *runner.Launch, err error) {
 	opts := req.Options
+	live := req.Live != nil && opts.Resume == ""
 	home, temp := homeFor(opts)
 	if temp && opts.Resume != "" {
 		// Gemini keeps sessions under its home; a fresh temporary home has none.
@@ -75,20 +84,33 @@ func (a *Adapter) Prepare(req drover.Request) (l *runner.Launch, err error) {
 			return nil, fail("prepare config home", err)
 		}
 	}
+	pol := Policy(opts)
+	if live {
+		pol = LivePolicy(opts)
+	}
 	policyPath := ""
-	if pol := Policy(opts); pol != "" {
+	if pol != "" {
 		policyPath = filepath.Join(tmp, "policy.toml")
 		if err := os.WriteFile(policyPath, []byte(pol), 0o600); err != nil {
 			return nil, fail("write policy", err)
 		}
 	}
+	cwd, addDirs := acp.Dirs(opts)
+	if live {
+		args, err := LiveArgs(opts, policyPath)
+		if err != nil {
+			return nil, err
+		}
+		conv := acp.NewConversation(a.Stamp(req), acp.Session{
+			Prompt: req.Prompt, Cwd: cwd, AddDirs: addDirs, Tier: opts.EffectiveTier(), PartialText: opts.PartialText,
+			Model: runner.Model(opts, DefaultEndpointModel), Tools: LiveTools(opts), Live: true, OpenTimeout: acp.DefaultOpenTimeout,
+		}, acpDialect())
+		return &runner.Launch{Args: args, Env: env(opts, home, tmp), Translator: conv, Converse: true,
+			OpenTimeout: acp.DefaultOpenTimeout, Cleanup: cleanup}, nil
+	}
 	args, err := Args(opts, policyPath)
 	if err != nil {
 		return nil, err
-	}
-	cwd := opts.Cwd
-	if cwd == "" {
-		cwd, _ = os.Getwd()
 	}
 	return &runner.Launch{
 		Args: args, Env: env(opts, home, tmp), Stdin: req.Prompt,

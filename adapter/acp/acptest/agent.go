@@ -13,6 +13,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/drover-run/drover"
 )
 
 // Environment of the scripted agent.
@@ -371,3 +373,13 @@ func (a *agent) fs(dir string) {
 	do("write-link", "fs/write_text_file", map[string]any{"path": filepath.Join(a.cwd, "link", "via-link.txt"), "content": "escaped\n"})
 	a.say(strings.Join(report, ";"))
 }
+
+// NoInputs is a drover.Live that never has inputs: a Request with it is a
+// live run, for tests of how an adapter prepares one.
+type NoInputs struct{}
+
+// Ready implements drover.Live.
+func (NoInputs) Ready() <-chan struct{} { return nil }
+
+// Take implements drover.Live.
+func (NoInputs) Take() []drover.LiveInput { return nil }
