@@ -11,6 +11,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/drover-run/drover"
+	"github.com/drover-run/drover/adapter/acp"
 	"github.com/drover-run/drover/internal/runner"
 )
 
@@ -31,12 +32,15 @@ const (
 
 // Capabilities reports what OpenCode 1.18.33 can honour. MaxTurns (the agent
 // "steps" setting is advisory: a model that keeps calling tools is never
-// stopped), MaxBudgetUSD, Fork and PartialText (`run` prints whole parts,
-// no deltas) are refused.
+// stopped), MaxBudgetUSD and Fork are refused. Permissions, Interrupt and
+// PartialText are a live run's (Request.Live), which drives `opencode acp`
+// (acp.go); `run` prints whole parts, so without a Live PartialText is
+// refused in Prepare. ACP v1 has no steering.
 func (a *Adapter) Capabilities() drover.Capabilities {
 	return drover.Capabilities{
 		Resume: true, AllowedTools: true, DisallowedTools: true, AddDirs: true, SystemPrompt: true,
-		Thinking: true, Cost: true, ConfigDir: true, Endpoint: true, APIRetries: true,
+		Thinking: true, Cost: true, ConfigDir: true, Endpoint: true, APIRetries: true, PartialText: true,
+		Permissions: true, Interrupt: true,
 		Tiers: drover.Tiers(),
 	}
 }
@@ -45,10 +49,17 @@ func (a *Adapter) Capabilities() drover.Capabilities {
 // OPENCODE_CONFIG_CONTENT, the prompt on stdin, and the environment. Files
 // drover needs on disk (the retry plugin, the system prompt) go into the
 // config home: Options.ConfigDir, or a temporary directory removed in Cleanup.
+// With req.Live, `opencode acp` and an ACP conversation instead (acp.go),
+// with the same configuration.
 func (a *Adapter) Prepare(req drover.Request) (*runner.Launch, error) {
 	opts := req.Options
+	live := req.Live != nil
 	if err := checkToolFilter(opts); err != nil {
 		return nil, err
+	}
+	if opts.PartialText && !live {
+		return nil, &drover.Error{Code: drover.CodeUnsupportedOption,
+			Message: "partialText is not supported by opencode run (whole parts only); it needs a run that can be answered (ACP)"}
 	}
 	home, isolated, cleanup, err := configHome(opts)
 	if err != nil {
@@ -70,6 +81,12 @@ func (a *Adapter) Prepare(req drover.Request) (*runner.Launch, error) {
 		}
 		if opts.APIRetries != nil {
 			files["plugin"] = filepath.Join(home, "drover", "retries.js")
+			if live {
+				// A status left by an earlier run in this home is not this
+				// run's.
+				files["status"] = filepath.Join(home, "drover", "last-status")
+				os.Remove(files["status"])
+			}
 		}
 		if opts.SystemPrompt != "" {
 			files["prompt"] = filepath.Join(home, "drover", "system-prompt.md")
@@ -80,7 +97,7 @@ func (a *Adapter) Prepare(req drover.Request) (*runner.Launch, error) {
 		return fail("build opencode config", err)
 	}
 	if p := files["plugin"]; p != "" {
-		if err := writeFile(p, retryPlugin(opts)); err != nil {
+		if err := writeFile(p, retryPlugin(opts, files["status"])); err != nil {
 			return fail("write opencode retry plugin", err)
 		}
 	}
@@ -92,6 +109,10 @@ func (a *Adapter) Prepare(req drover.Request) (*runner.Launch, error) {
 	env = append(env, "OPENCODE_CONFIG_CONTENT="+string(cfg), "OPENCODE_PERMISSION="+string(mustJSON(Permission(opts))))
 	for k, v := range opts.Env {
 		env = append(env, k+"="+v)
+	}
+	if live {
+		return &runner.Launch{Args: []string{"acp"}, Env: env, Translator: a.conversation(req, files["status"]),
+			Converse: true, OpenTimeout: acp.DefaultOpenTimeout, Cleanup: cleanup}, nil
 	}
 	return &runner.Launch{Args: Args(opts, req.Prompt), Env: env, Stdin: req.Prompt,
 		Translator: newTranslator(a.Stamp(req), opts, initModel(opts)), Cleanup: cleanup}, nil
@@ -348,6 +369,9 @@ func Config(opts drover.Options, files map[string]string) ([]byte, error) {
 		cfg["model"] = EndpointProvider + "/" + model
 		cfg["small_model"] = EndpointProvider + "/" + model
 		cfg["enabled_providers"] = []string{EndpointProvider}
+	} else if opts.Model != "" {
+		// --model says it too; `opencode acp` has no such flag.
+		cfg["model"] = opts.Model
 	}
 	if opts.SystemPrompt != "" {
 		p := files["prompt"]

@@ -106,13 +106,13 @@ func TestADP3_Config(t *testing.T) {
 
 func TestADP3_RetryPlugin(t *testing.T) {
 	two := 2
-	src := retryPlugin(drover.Options{APIRetries: &two, Endpoint: &drover.Endpoint{BaseURL: "http://127.0.0.1:9/"}})
+	src := retryPlugin(drover.Options{APIRetries: &two, Endpoint: &drover.Endpoint{BaseURL: "http://127.0.0.1:9/"}}, "")
 	for _, want := range []string{"const RETRIES = 2;", `const PREFIX = "http://127.0.0.1:9/";`, "export const DroverRetries"} {
 		if !strings.Contains(src, want) {
 			t.Errorf("plugin lacks %s", want)
 		}
 	}
-	if src := retryPlugin(drover.Options{APIRetries: &two}); !strings.Contains(src, "const PREFIX = null;") {
+	if src := retryPlugin(drover.Options{APIRetries: &two}, ""); !strings.Contains(src, "const PREFIX = null;") {
 		t.Error("plugin without endpoint should match model API paths")
 	}
 }
