@@ -173,6 +173,16 @@ func runFakeAgent(mode, arg string) int {
 	case "leader-exit-escape": // fork a setsid grandchild holding stdout, exit 0
 		gc := spawnGrandchild("sleep", true)
 		printJSON(out, map[string]any{"leader": os.Getpid(), "child": gc.Process.Pid})
+	case "write": // write the file arg, say how it went, then echo stdin
+		res := "ok"
+		if err := os.WriteFile(arg, []byte("x"), 0o600); err != nil {
+			res = err.Error()
+		}
+		b, err := io.ReadAll(os.Stdin)
+		if err != nil {
+			return 122
+		}
+		printJSON(out, map[string]any{"write": res, "stdin": string(b), "pid": os.Getpid(), "pgid": syscall.Getpgrp()})
 	case "bench": // arg lines of ~500 bytes
 		// Generated up front and written at once, so the benchmark measures
 		// the reader rather than the writer.

@@ -13,13 +13,18 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"iter"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/drover-run/drover/internal/contain"
 )
 
 // Defaults applied to zero-valued Spec fields.
@@ -51,6 +56,15 @@ type Spec struct {
 	// strings.Reader holding the prompt is the intended use). Copy errors,
 	// such as the child exiting without reading everything, are ignored.
 	Stdin io.Reader
+
+	// Contain, when set, confines the process and everything it starts to
+	// that policy's boundaries, enforced by the kernel (internal/contain):
+	// this program's own executable is started as a launcher that
+	// restricts itself and execs Path. The process, its pid, group, argv,
+	// stdin, stdout, stderr and how it is stopped are as without it; only
+	// what it may write (and read) differs. Start fails when containment
+	// is unavailable (contain.Available) or Path is not an executable file.
+	Contain *contain.Policy
 
 	// Grace is the SIGTERM→SIGKILL grace used when ctx is cancelled and by
 	// Close; 0 → DefaultGrace.
@@ -168,6 +182,11 @@ func start(spec Spec) (p *Process, err error) {
 	if err = setProcessGroup(cmd); err != nil {
 		return nil, err
 	}
+	if spec.Contain != nil {
+		if err = launchContained(cmd, *spec.Contain); err != nil {
+			return nil, err
+		}
+	}
 
 	var parentEnds, childEnds []*os.File
 	defer func() {
@@ -263,6 +282,44 @@ func (p *Process) run(ctx context.Context) {
 			}
 		}()
 	}
+}
+
+// launchContained makes cmd start its program through the launcher of
+// internal/contain, contained by pol. The launcher could only report a
+// program that cannot be executed by exiting, so that is checked here,
+// where Start can return it as it does without containment.
+func launchContained(cmd *exec.Cmd, pol contain.Policy) error {
+	path := cmd.Path
+	if !filepath.IsAbs(path) {
+		// exec.Cmd takes a relative Path from Dir, and so does this.
+		dir := cmd.Dir
+		if dir == "" {
+			dir = "."
+		}
+		abs, err := filepath.Abs(filepath.Join(dir, path))
+		if err != nil {
+			return err
+		}
+		path = abs
+	}
+	fi, err := os.Stat(path)
+	switch {
+	case err != nil:
+		return err
+	case fi.IsDir() || fi.Mode().Perm()&0o111 == 0:
+		return &fs.PathError{Op: "exec", Path: path, Err: fs.ErrPermission}
+	}
+	launcher, entry, err := contain.Command(pol, path)
+	if err != nil {
+		return err
+	}
+	env := cmd.Env
+	if env == nil {
+		env = os.Environ()
+	}
+	cmd.Path = launcher
+	cmd.Env = append(slices.Clip(env), entry)
+	return nil
 }
 
 // reap is the only caller of cmd.Wait. Since every stdio stream is an
