@@ -43,6 +43,11 @@ func (a *Adapter) Prepare(req drover.Request) (*runner.Launch, error) {
 	if err != nil {
 		return nil, err
 	}
+	user, err := userSettingsArgs(req.Options)
+	if err != nil {
+		return nil, err
+	}
+	args = append(args, user...)
 	// Written last: nothing after it can fail and leave the file behind.
 	mcpArgs, cleanup, err := writeMCPConfig(req.Options)
 	if err != nil {
