@@ -9,7 +9,7 @@ import (
 	acp "github.com/coder/acp-go-sdk"
 	"github.com/drover-run/drover"
 	"github.com/drover-run/drover/acpagent"
-	"github.com/drover-run/drover/acpagent/acptest"
+	"github.com/drover-run/drover/acpagent/editortest"
 	"github.com/drover-run/drover/adapter/adaptertest"
 	"github.com/drover-run/drover/runs"
 	"github.com/drover-run/drover/store"
@@ -69,7 +69,7 @@ func TestACP2_PromptStreamsARun(t *testing.T) {
 	us := c.ed.Take()
 	want := []string{"config_option_update", "thought pondering", "agent heard:", "agent  hello",
 		`tool_call tr1 read pending "Reading /w/main.go"`, "tool_call_update tr1 completed"}
-	if diff := cmp.Diff(want, acptest.Describe(us)); diff != "" {
+	if diff := cmp.Diff(want, editortest.Describe(us)); diff != "" {
 		t.Fatalf("updates (-want +got):\n%s", diff)
 	}
 	if a := option(t, us[0].ConfigOptionUpdate.ConfigOptions, "agent"); !slices.Equal(values(a), []string{"echo"}) {
@@ -96,7 +96,7 @@ func TestACP2_PromptStreamsARun(t *testing.T) {
 		t.Fatalf("another agent for a session with a conversation: %v, want INVALID_PARAMS", err)
 	}
 	_, run2 := c.mustPrompt(ns.SessionId, "again")
-	if got := acptest.AgentText(c.ed.Take()); got != "heard: again (resumed tok-hello)" {
+	if got := editortest.AgentText(c.ed.Take()); got != "heard: again (resumed tok-hello)" {
 		t.Fatalf("second answer %q: the session's conversation did not go on", got)
 	}
 	if rec := f.run(run2); rec.SessionID != sid {
@@ -161,7 +161,7 @@ func TestACP2_PermissionAnsweredByTheEditor(t *testing.T) {
 			}
 			want := append([]string{"config_option_update", `tool_call tu1 execute pending "Running ` + "`make`" + `"`}, tc.updates...)
 			want = append(want, "user stop")
-			if diff := cmp.Diff(want, acptest.Describe(c.ed.Take())); diff != "" {
+			if diff := cmp.Diff(want, editortest.Describe(c.ed.Take())); diff != "" {
 				t.Fatalf("updates (-want +got):\n%s", diff)
 			}
 			evs := f.events(run)
@@ -288,14 +288,14 @@ func TestACP2_LoadReplaysTheSession(t *testing.T) {
 	ns := c.newSession(t.TempDir())
 	c.mustPrompt(ns.SessionId, "one")
 	c.mustPrompt(ns.SessionId, "two")
-	live := acptest.Describe(c.ed.Take())[1:] // without the config_option_update
+	live := editortest.Describe(c.ed.Take())[1:] // without the config_option_update
 
 	c2 := f.connect(acpagent.Config{Agent: "hang"})
 	lr, err := c2.conn.LoadSession(c2.ctx(), acp.LoadSessionRequest{SessionId: ns.SessionId, Cwd: t.TempDir(), McpServers: []acp.McpServer{}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	replayed := acptest.Describe(c2.ed.Take())
+	replayed := editortest.Describe(c2.ed.Take())
 	var want []string
 	for i, prompt := range []string{"one", "two"} {
 		want = append(want, "user "+prompt)
@@ -310,7 +310,7 @@ func TestACP2_LoadReplaysTheSession(t *testing.T) {
 	if _, run := c2.mustPrompt(ns.SessionId, "three"); f.run(run).SessionID != string(ns.SessionId) {
 		t.Fatal("a prompt of the loaded session is in another session")
 	}
-	if got := acptest.AgentText(c2.ed.Take()); got != "heard: three (resumed tok-two)" {
+	if got := editortest.AgentText(c2.ed.Take()); got != "heard: three (resumed tok-two)" {
 		t.Fatalf("answer %q: the loaded session's conversation did not go on", got)
 	}
 
@@ -325,7 +325,7 @@ func TestACP2_LoadReplaysTheSession(t *testing.T) {
 		McpServers: []acp.McpServer{}}); err != nil {
 		t.Fatal(err)
 	}
-	if got := acptest.Describe(c2.ed.Take()); len(got) == 0 || got[0] != "user from the terminal" {
+	if got := editortest.Describe(c2.ed.Take()); len(got) == 0 || got[0] != "user from the terminal" {
 		t.Fatalf("replay of a terminal session %v", got)
 	}
 	if _, err := c2.conn.LoadSession(c2.ctx(), acp.LoadSessionRequest{SessionId: "nosuch", Cwd: t.TempDir(),
@@ -483,7 +483,7 @@ func TestACP2_ListAndCloseSessions(t *testing.T) {
 	if r, _ := c.mustPrompt(a.SessionId, "resumed"); r.StopReason != acp.StopReasonEndTurn {
 		t.Fatalf("after resume: %+v", r)
 	}
-	if got := acptest.Describe(c.ed.Take()); slices.Contains(got, "user in a") {
+	if got := editortest.Describe(c.ed.Take()); slices.Contains(got, "user in a") {
 		t.Fatalf("resume replayed the session: %v", got)
 	}
 }

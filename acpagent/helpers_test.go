@@ -15,7 +15,7 @@ import (
 	acp "github.com/coder/acp-go-sdk"
 	"github.com/drover-run/drover"
 	"github.com/drover-run/drover/acpagent"
-	"github.com/drover-run/drover/acpagent/acptest"
+	"github.com/drover-run/drover/acpagent/editortest"
 	"github.com/drover-run/drover/internal/agenttest"
 	"github.com/drover-run/drover/runs"
 	"github.com/drover-run/drover/store"
@@ -108,11 +108,11 @@ func newFixture(t *testing.T) *fixture {
 	return &fixture{t: t, st: st, sup: sup, reg: reg}
 }
 
-// client is the editor (acptest.Editor) with its SDK client side over
+// client is the editor (editortest.Editor) with its SDK client side over
 // in-memory pipes to acpagent.Serve.
 type client struct {
 	t    *testing.T
-	ed   *acptest.Editor
+	ed   *editortest.Editor
 	conn *acp.ClientSideConnection
 	in   *io.PipeWriter // the agent's input
 	// served is Serve's result, once it has returned.
@@ -129,7 +129,7 @@ func (f *fixture) connect(cfg acpagent.Config) *client {
 	}
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
-	c := &client{t: f.t, ed: acptest.New(), in: inW, served: make(chan error, 1)}
+	c := &client{t: f.t, ed: editortest.New(), in: inW, served: make(chan error, 1)}
 	go func() {
 		err := acpagent.Serve(context.Background(), f.sup, cfg, inR, outW)
 		outW.Close()
@@ -213,7 +213,7 @@ func (c *client) waitFor(what string, match func(acp.SessionUpdate) bool) {
 func (c *client) working(session acp.SessionId) func() (acp.PromptResponse, error) {
 	c.t.Helper()
 	answer := c.promptAsync(session, "work")
-	c.waitFor("working", acptest.AgentSaid("working"))
+	c.waitFor("working", editortest.AgentSaid("working"))
 	return answer
 }
 

@@ -17,14 +17,14 @@ import (
 
 	acp "github.com/coder/acp-go-sdk"
 	"github.com/drover-run/drover"
-	"github.com/drover-run/drover/acpagent/acptest"
+	"github.com/drover-run/drover/acpagent/editortest"
 	"github.com/drover-run/drover/store"
 	"github.com/drover-run/drover/store/sqlite"
 )
 
 // turnOf is what the editor was shown of a turn: the agent's text and the
 // statuses its tool calls ended with.
-func turnOf(ed *acptest.Editor) (text string, ended []acp.ToolCallStatus) {
+func turnOf(ed *editortest.Editor) (text string, ended []acp.ToolCallStatus) {
 	us := ed.Take()
 	for _, u := range us {
 		if st := u.ToolCallUpdate; st != nil && st.Status != nil &&
@@ -32,7 +32,7 @@ func turnOf(ed *acptest.Editor) (text string, ended []acp.ToolCallStatus) {
 			ended = append(ended, *st.Status)
 		}
 	}
-	return acptest.AgentText(us), ended
+	return editortest.AgentText(us), ended
 }
 
 // acpDrover is a `drover acp` child process driving the pinned claude
@@ -45,7 +45,7 @@ type acpDrover struct {
 	stdin  io.WriteCloser
 	stderr *strings.Builder
 	conn   *acp.ClientSideConnection
-	ed     *acptest.Editor
+	ed     *editortest.Editor
 	exited chan error
 }
 
@@ -57,7 +57,7 @@ func startACP(t *testing.T, droverBin, home string) *acpDrover {
 	if err := os.WriteFile(script, []byte(liveScript), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	d := &acpDrover{t: t, bin: droverBin, db: filepath.Join(home, "drover.db"), ed: acptest.New(), stderr: &strings.Builder{},
+	d := &acpDrover{t: t, bin: droverBin, db: filepath.Join(home, "drover.db"), ed: editortest.New(), stderr: &strings.Builder{},
 		exited: make(chan error, 1)}
 	d.cmd = exec.Command(droverBin, "acp", "-a", "claude", "--tier", "supervised", "--db", d.db, "--fakemodel-script", script)
 	d.cmd.Env = append(os.Environ(), "DROVER_CLAUDE_BIN="+claudeBin, "HOME="+home, "XDG_STATE_HOME="+filepath.Join(home, "state"))
@@ -262,7 +262,7 @@ func TestACP2_ClaudeThroughDroverACP(t *testing.T) {
 	}
 	replayed := d2.ed.Take()
 	var users []string
-	for _, u := range acptest.Describe(replayed) {
+	for _, u := range editortest.Describe(replayed) {
 		if p, ok := strings.CutPrefix(u, "user "); ok {
 			users = append(users, p)
 		}
@@ -270,7 +270,7 @@ func TestACP2_ClaudeThroughDroverACP(t *testing.T) {
 	if want := []string{"touch allowed.txt", "touch denied.txt", "slow", "still there?"}; !slices.Equal(users, want) {
 		t.Fatalf("replayed prompts %q, want %q", users, want)
 	}
-	if text := acptest.AgentText(replayed); !strings.Contains(text, "touched allowed.txt") {
+	if text := editortest.AgentText(replayed); !strings.Contains(text, "touched allowed.txt") {
 		t.Fatalf("replayed answers %q", text)
 	}
 }

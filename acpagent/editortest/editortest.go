@@ -1,7 +1,7 @@
-// Package acptest is the editor of the tests of drover's ACP agent
+// Package editortest is the editor of the tests of drover's ACP agent
 // (acpagent, 'drover acp'): an ACP client that records what the agent
 // shows and answers its permission questions as the test says.
-package acptest
+package editortest
 
 import (
 	"context"
@@ -138,7 +138,7 @@ func (e *Editor) RequestPermission(ctx context.Context, p acp.RequestPermissionR
 }
 
 // errNoFS: drover's agents use their own tools, never the editor's.
-var errNoFS = errors.New("acptest: the agent asked the editor for a file or a terminal")
+var errNoFS = errors.New("editortest: the agent asked the editor for a file or a terminal")
 
 // ReadTextFile fails.
 func (*Editor) ReadTextFile(context.Context, acp.ReadTextFileRequest) (acp.ReadTextFileResponse, error) {

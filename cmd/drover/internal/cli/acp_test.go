@@ -15,7 +15,7 @@ import (
 
 	acp "github.com/coder/acp-go-sdk"
 	"github.com/drover-run/drover"
-	"github.com/drover-run/drover/acpagent/acptest"
+	"github.com/drover-run/drover/acpagent/editortest"
 	"github.com/drover-run/drover/store"
 	"github.com/drover-run/drover/store/sqlite"
 )
@@ -45,7 +45,7 @@ func TestACP2_Command(t *testing.T) {
 		inR.Close()
 		exited <- code
 	}()
-	editor := acptest.New()
+	editor := editortest.New()
 	editor.Answer(acp.PermissionOptionKindAllowOnce)
 	conn := acp.NewClientSideConnection(editor, inW, outR)
 	conn.SetLogger(slog.New(slog.DiscardHandler))
@@ -71,7 +71,7 @@ func TestACP2_Command(t *testing.T) {
 	if r.StopReason != acp.StopReasonEndTurn {
 		t.Fatalf("stop reason %s", r.StopReason)
 	}
-	if asked, said := len(editor.Asked()), acptest.AgentText(editor.Take()); asked != 1 || said != "built" {
+	if asked, said := len(editor.Asked()), editortest.AgentText(editor.Take()); asked != 1 || said != "built" {
 		t.Fatalf("editor asked %d times; the agent said %q", asked, said)
 	}
 	inW.Close()
