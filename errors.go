@@ -74,6 +74,11 @@ const (
 	CodeModelError ErrorCode = "MODEL_ERROR"
 	// CodeExecutionError: the agent reported a failure of its own.
 	CodeExecutionError ErrorCode = "EXECUTION_ERROR"
+	// CodeBoundaryViolation: the run asks for more than it may have, and
+	// nothing was started: a child run's directories outside its parent's
+	// (BND-1), or a write boundary that contains drover's own state, its
+	// ledger or configuration (BND-3).
+	CodeBoundaryViolation ErrorCode = "BOUNDARY_VIOLATION"
 )
 
 // Retryable reports whether trying the same request again later can help:

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -136,6 +138,45 @@ type Options struct {
 	// permission requests, steering, interrupts (CTL-1, CTL-3). Not part of
 	// the JSON form.
 	Control *Control `json:"-"`
+	// Contain says whether the vendor process, and everything it starts,
+	// is confined by the kernel to the run's write boundary (SEC-2, BND-2;
+	// Landlock, Linux): nil, the default, contains every tier below
+	// autonomous where the kernel can and runs uncontained where it cannot;
+	// true contains in every tier and refuses the run (UNSUPPORTED_OPTION)
+	// where the kernel cannot; false never contains. The done event's
+	// metadata says what the run got (docs/security.md).
+	Contain *bool `json:"contain,omitempty"`
+}
+
+// Containment reports whether o asks for the vendor process to be
+// contained (see Contain), and whether it asks explicitly: Contain when
+// set; by default, every tier below autonomous.
+func (o Options) Containment() (on, explicit bool) {
+	if o.Contain != nil {
+		return *o.Contain, true
+	}
+	return o.EffectiveTier() != TierAutonomous, false
+}
+
+// WorkDirs returns the run's working directory and extra directories as
+// absolute, cleaned paths: Cwd (the current directory when empty) and
+// AddDirs (relative ones taken from the working directory). With the
+// vendor's own state they are the run's write boundary (BND-1).
+func (o Options) WorkDirs() (cwd string, addDirs []string) {
+	cwd = o.Cwd
+	if cwd == "" {
+		cwd, _ = os.Getwd()
+	}
+	if abs, err := filepath.Abs(cwd); err == nil {
+		cwd = abs
+	}
+	for _, d := range o.AddDirs {
+		if !filepath.IsAbs(d) {
+			d = filepath.Join(cwd, d)
+		}
+		addDirs = append(addDirs, filepath.Clean(d))
+	}
+	return cwd, addDirs
 }
 
 // MCPServer is one MCP server of a run (the .mcp.json shape): a local

@@ -55,10 +55,11 @@ func (a *Adapter) Prepare(req drover.Request) (*runner.Launch, error) {
 	}
 	args = append(args, mcpArgs...)
 	tr := newTranslator(a.Stamp(req), req.Options.Resume != "")
+	dirs, files := writable(env)
 	if live {
-		return &runner.Launch{Args: args, Env: env, Translator: newConversation(tr, req.Prompt), Cleanup: cleanup}, nil
+		return &runner.Launch{Args: args, Env: env, Translator: newConversation(tr, req.Prompt), Cleanup: cleanup, Writable: dirs, WritableFiles: files}, nil
 	}
-	return &runner.Launch{Args: args, Env: env, Stdin: req.Prompt, Translator: tr, Cleanup: cleanup}, nil
+	return &runner.Launch{Args: args, Env: env, Stdin: req.Prompt, Translator: tr, Cleanup: cleanup, Writable: dirs, WritableFiles: files}, nil
 }
 
 // Adapter runs Claude Code. The zero value is not usable; call New.

@@ -80,11 +80,11 @@ func (a *Adapter) Prepare(req drover.Request) (*runner.Launch, error) {
 		codexHome: home,
 	}
 	if req.Live != nil {
-		return &runner.Launch{Args: args, Env: env, Translator: newConversation(a.Stamp(req), info, req.Prompt, opts)}, nil
+		return &runner.Launch{Args: args, Env: env, Translator: newConversation(a.Stamp(req), info, req.Prompt, opts), Writable: writable(env)}, nil
 	}
 	// The prompt goes on stdin (the final "-" of args): Codex reads stdin to
 	// EOF before it starts, and the pipe is closed after the prompt.
-	return &runner.Launch{Args: args, Env: env, Stdin: req.Prompt, Translator: newTranslator(a.Stamp(req), info)}, nil
+	return &runner.Launch{Args: args, Env: env, Stdin: req.Prompt, Translator: newTranslator(a.Stamp(req), info), Writable: writable(env)}, nil
 }
 
 // Adapter runs the Codex CLI. The zero value is not usable; call New.

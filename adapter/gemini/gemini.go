@@ -105,15 +105,17 @@ func (a *Adapter) Prepare(req drover.Request) (l *runner.Launch, err error) {
 			Prompt: req.Prompt, Cwd: cwd, AddDirs: addDirs, Tier: opts.EffectiveTier(), PartialText: opts.PartialText,
 			Model: runner.Model(opts, DefaultEndpointModel), Tools: LiveTools(opts), Live: true, OpenTimeout: acp.DefaultOpenTimeout,
 		}, acpDialect())
-		return &runner.Launch{Args: args, Env: env(opts, home, tmp), Translator: conv, Converse: true,
-			OpenTimeout: acp.DefaultOpenTimeout, Cleanup: cleanup}, nil
+		e := env(opts, home, tmp)
+		return &runner.Launch{Args: args, Env: e, Translator: conv, Converse: true,
+			OpenTimeout: acp.DefaultOpenTimeout, Cleanup: cleanup, Writable: writable(e, tmp)}, nil
 	}
 	args, err := Args(opts, policyPath)
 	if err != nil {
 		return nil, err
 	}
+	e := env(opts, home, tmp)
 	return &runner.Launch{
-		Args: args, Env: env(opts, home, tmp), Stdin: req.Prompt,
+		Args: args, Env: e, Stdin: req.Prompt, Writable: writable(e, tmp),
 		Translator: newTranslator(a.Stamp(req), translatorConfig{
 			resume: opts.Resume != "", partial: opts.PartialText, cwd: cwd, model: runner.Model(opts, DefaultEndpointModel), tools: OfferedTools(opts)}),
 		Cleanup: cleanup,

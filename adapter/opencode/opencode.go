@@ -112,10 +112,10 @@ func (a *Adapter) Prepare(req drover.Request) (*runner.Launch, error) {
 	}
 	if live {
 		return &runner.Launch{Args: []string{"acp"}, Env: env, Translator: a.conversation(req, files["status"]),
-			Converse: true, OpenTimeout: acp.DefaultOpenTimeout, Cleanup: cleanup}, nil
+			Converse: true, OpenTimeout: acp.DefaultOpenTimeout, Cleanup: cleanup, Writable: writable(env, home)}, nil
 	}
 	return &runner.Launch{Args: Args(opts, req.Prompt), Env: env, Stdin: req.Prompt,
-		Translator: newTranslator(a.Stamp(req), opts, initModel(opts)), Cleanup: cleanup}, nil
+		Translator: newTranslator(a.Stamp(req), opts, initModel(opts)), Cleanup: cleanup, Writable: writable(env, home)}, nil
 }
 
 // Adapter runs OpenCode. The zero value is not usable; call New.

@@ -460,9 +460,12 @@ func TestADP6_ConversationOpenTimeout(t *testing.T) {
 // Canceller writes its cancel request before the process is stopped: the
 // fake got it (and wrote its file), and the run ends interrupted.
 func TestENG005_ConversationCancelAsksFirst(t *testing.T) {
-	mark := t.TempDir() + "/cancelled"
+	// The file is in the workspace: a run of the default tier is
+	// contained, and may write only there.
+	ws := t.TempDir()
+	mark := ws + "/cancelled"
 	hooks := &convHooks{mode: "cancellable", launch: func(l *Launch) { l.Env = append(l.Env, fakeArgEnv+"="+mark) }}
-	evs, pid := converseWith(t, hooks, 0, drover.Options{Control: drover.NewControl()}, func(ev drover.Event, cancel context.CancelFunc) {
+	evs, pid := converseWith(t, hooks, 0, drover.Options{Cwd: ws, Control: drover.NewControl()}, func(ev drover.Event, cancel context.CancelFunc) {
 		if ev.Type == drover.TypeInit {
 			cancel()
 		}

@@ -72,6 +72,8 @@ func runFake(mode, arg string) int {
 //	mute         prints nothing and sleeps, whatever comes on stdin
 //	cancellable  prints init, then waits for a "cancel" input: writes the
 //	             file $RUNNER_FAKE_ARG, prints a result, exits 0 at EOF
+//	write        writes the files of $RUNNER_FAKE_ARG, says how it went,
+//	             prints a result, exits 0 at EOF
 func converseFake(mode string, out *bufio.Writer) int {
 	say := func(m fakeMsg) {
 		printMsg(out, m)
@@ -169,6 +171,20 @@ func converseFake(mode string, out *bufio.Writer) int {
 				return untilEOF()
 			}
 		}
+	case "write":
+		// Writes each file of $RUNNER_FAKE_ARG ("|"-separated), says how
+		// each went and its TMPDIR, prints a result; exits 0 at EOF.
+		res := map[string]string{"TMPDIR": os.Getenv("TMPDIR")}
+		for _, f := range strings.Split(os.Getenv(fakeArgEnv), "|") {
+			res[f] = "ok"
+			if err := os.WriteFile(f, []byte("x"), 0o600); err != nil {
+				res[f] = err.Error()
+			}
+		}
+		b, _ := json.Marshal(res)
+		say(fakeMsg{Type: "said", Text: string(b)})
+		say(fakeMsg{Type: "result", Text: "done"})
+		return untilEOF()
 	case "toolong":
 		out.WriteString(`{"type":"said","text":"`)
 		out.Write(bytes.Repeat([]byte("x"), 64<<20))

@@ -119,6 +119,14 @@ type Launch struct {
 	// OpenTimeout, with a Translator that is an Opener, bounds how long the
 	// vendor may take to answer its opening; 0 means no bound.
 	OpenTimeout time.Duration
+	// Writable are the directories the vendor keeps its own state in
+	// (config home, caches, sessions), absolute: a contained run may write
+	// beneath them besides its workspace and TMPDIR. Those missing are
+	// created (0700) before the vendor starts, since it could not.
+	Writable []string
+	// WritableFiles are single files of the vendor's own a contained run
+	// may write (not create), absolute.
+	WritableFiles []string
 }
 
 // defaultLinger is Spec.Linger's default: long enough for a CLI to flush
@@ -170,6 +178,13 @@ func (b *Base) run(ctx context.Context, req drover.Request, yield func(drover.Ev
 // stdin is closed.
 func (b *Base) attempt(ctx context.Context, path string, req drover.Request, yield func(drover.Event, error) bool) (resumeRejected bool) {
 	id := b.spec.ID
+	c, err := decideContainment(req.Options)
+	if err != nil {
+		yield(drover.Event{}, err)
+		return false
+	}
+	defer c.cleanup()
+	yield = c.stamp(yield)
 	l, err := b.hooks.Prepare(req)
 	if err != nil {
 		yield(drover.Event{}, err)
@@ -178,11 +193,16 @@ func (b *Base) attempt(ctx context.Context, path string, req drover.Request, yie
 	if l.Cleanup != nil {
 		defer l.Cleanup()
 	}
+	pol, err := c.policy(req.Options, l)
+	if err != nil {
+		yield(drover.Event{}, err)
+		return false
+	}
 	conv, _ := l.Translator.(Conversation)
 	if req.Live == nil && !l.Converse {
 		conv = nil
 	}
-	spec := proc.Spec{Path: path, Args: l.Args, Env: l.Env, Dir: req.Options.Cwd}
+	spec := proc.Spec{Path: path, Args: l.Args, Env: c.env(l.Env), Dir: req.Options.Cwd, Contain: pol}
 	var (
 		in   *inputQueue
 		open []byte

@@ -1,0 +1,146 @@
+package runner
+
+import (
+	"fmt"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/drover-run/drover"
+	"github.com/drover-run/drover/internal/contain"
+)
+
+// containAvailable says whether the kernel can contain processes; a
+// variable so that tests can play a kernel without Landlock.
+var containAvailable = contain.Available
+
+// Done metadata of containment (docs/security.md).
+const (
+	// MetaContained is true when the vendor process ran contained.
+	MetaContained = "contained"
+	// MetaContainment says why a run was not contained.
+	MetaContainment = "containment"
+)
+
+// containment is what an attempt does about containing its process: the
+// decision, and the run's own TMPDIR when contained.
+type containment struct {
+	on     bool
+	reason string // why not, when !on
+	tmp    string // the run's TMPDIR, removed by cleanup
+}
+
+// decideContainment applies Options.Contain (see drover.Options.Contain):
+// an explicit request the kernel cannot honour is refused; the default
+// goes on uncontained there. A contained run gets a TMPDIR of its own,
+// which the caller removes with cleanup.
+func decideContainment(opts drover.Options) (*containment, error) {
+	on, explicit := opts.Containment()
+	if !on {
+		reason := "off"
+		if !explicit {
+			reason = string(drover.TierAutonomous)
+		}
+		return &containment{reason: reason}, nil
+	}
+	if err := containAvailable(); err != nil {
+		if explicit {
+			return nil, &drover.Error{Code: drover.CodeUnsupportedOption, Message: "contain: this system cannot contain processes", Err: err}
+		}
+		return &containment{reason: "landlock unavailable"}, nil
+	}
+	// The CLIs measured keep their temporary files under $TMPDIR, none
+	// under a hard-coded /tmp: a directory of the run's own keeps /tmp out
+	// of the write boundary and goes with the run.
+	tmp, err := os.MkdirTemp("", "drover-run-")
+	if err != nil {
+		return nil, &drover.Error{Code: drover.CodeAdapterError, Message: "contain: temporary directory", Err: err}
+	}
+	return &containment{on: true, tmp: tmp}, nil
+}
+
+func (c *containment) cleanup() {
+	if c.tmp != "" {
+		_ = os.RemoveAll(c.tmp)
+	}
+}
+
+// env returns env (nil: drover's own) as a contained vendor gets it: with
+// the run's own TMPDIR, whatever the vendor's Prepare or Options.Env set.
+func (c *containment) env(env []string) []string {
+	if !c.on {
+		return env
+	}
+	if env == nil {
+		env = os.Environ()
+	}
+	return append(slices.Clip(env), "TMPDIR="+c.tmp)
+}
+
+// policy returns the write boundary of a contained attempt, nil for one
+// that is not: the run's directories (Options.WorkDirs), its TMPDIR and
+// the vendor's own state (Launch.Writable). Writable directories that do
+// not exist yet are created, since creating them would need the parent
+// to be writable.
+func (c *containment) policy(opts drover.Options, l *Launch) (*contain.Policy, error) {
+	if !c.on {
+		return nil, nil
+	}
+	cwd, addDirs := opts.WorkDirs()
+	write := append([]string{cwd}, addDirs...)
+	write = append(write, c.tmp)
+	for _, d := range l.Writable {
+		if !filepath.IsAbs(d) {
+			return nil, &drover.Error{Code: drover.CodeAdapterError, Message: fmt.Sprintf("contain: writable %q is not absolute", d)}
+		}
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return nil, &drover.Error{Code: drover.CodeAdapterError, Message: "contain: create " + d, Err: err}
+		}
+		write = append(write, d)
+	}
+	for _, f := range l.WritableFiles {
+		if !filepath.IsAbs(f) {
+			return nil, &drover.Error{Code: drover.CodeAdapterError, Message: fmt.Sprintf("contain: writable %q is not absolute", f)}
+		}
+		write = append(write, f)
+	}
+	return &contain.Policy{Write: write}, nil
+}
+
+// stamp wraps yield so that the done event says whether the run was
+// contained, and if not, why.
+func (c *containment) stamp(yield func(drover.Event, error) bool) func(drover.Event, error) bool {
+	return func(ev drover.Event, err error) bool {
+		if err == nil && ev.Type == drover.TypeDone {
+			md := maps.Clone(ev.Metadata)
+			if md == nil {
+				md = map[string]any{}
+			}
+			md[MetaContained] = c.on
+			if !c.on {
+				md[MetaContainment] = c.reason
+			}
+			ev.Metadata = md
+		}
+		return yield(ev, err)
+	}
+}
+
+// Getenv returns the value of key in env as a process started with env
+// sees it: the last entry wins, as os/exec keeps the last of duplicates.
+// A nil env is drover's own environment. A vendor's Prepare uses it to
+// find its state directories (Launch.Writable) in the environment it
+// built.
+func Getenv(env []string, key string) string {
+	if env == nil {
+		return os.Getenv(key)
+	}
+	for i := len(env) - 1; i >= 0; i-- {
+		if k, v, ok := strings.Cut(env[i], "="); ok && k == key {
+			return v
+		}
+	}
+	return ""
+}
