@@ -347,8 +347,8 @@ func TestOpenErrors(t *testing.T) {
 	missing := *server
 	missing.Path = "/drover_no_such_database"
 	for _, tc := range []struct{ url, want string }{
-		{fmt.Sprintf("postgres://drover:s3cr3t-pw@127.0.0.1:%d/ledger", port), "is PostgreSQL running there?"},
-		{missing.String(), "createdb drover_no_such_database"},
+		{fmt.Sprintf("postgres://drover:s3cr3t-pw@127.0.0.1:%d/ledger", port), "connection refused (is the server running there?"},
+		{missing.String(), "no database drover_no_such_database: create it (createdb drover_no_such_database)"},
 		{"postgres://drover:s3cr3t-pw@127.0.0.1:notaport/x", "postgres ledger"},
 	} {
 		s, err := postgres.Open(t.Context(), tc.url)

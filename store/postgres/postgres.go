@@ -226,32 +226,49 @@ func (s *Store) Close() error {
 	return nil
 }
 
-// explain adds to a failure to open what the user should check.
+// explain says what a failure to open means and what to check; the
+// error it returns wraps err.
 func explain(err error, cc *pgx.ConnConfig) error {
 	where := fmt.Sprintf("%s:%d", cc.Host, cc.Port)
 	if strings.HasPrefix(cc.Host, "/") {
 		where = fmt.Sprintf("socket %s/.s.PGSQL.%d", cc.Host, cc.Port)
 	}
 	var pe *pgconn.PgError
-	var hint string
-	switch {
+	errors.As(err, &pe)
+	var msg string
+	switch code := pgCode(err); {
 	case errors.Is(err, ErrNoLedger):
 		return fmt.Errorf("database %s at %s: %w", cc.Database, where, err)
 	case errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.ENOENT):
-		hint = "is PostgreSQL running there? Check the host and port in the URL, and the server's listen_addresses"
-	case errors.As(err, &pe) && (pe.Code == "28P01" || pe.Code == "28000"):
-		hint = "check the user and password in the URL (or ~/.pgpass) and the server's pg_hba.conf"
-	case errors.As(err, &pe) && pe.Code == "3D000":
-		hint = fmt.Sprintf("create the database (createdb %s) or name an existing one in the URL", cc.Database)
-	case errors.As(err, &pe) && pe.Code == "42501":
-		hint = fmt.Sprintf("user %s may not create tables there: grant it, or let an owner open the ledger once", cc.User)
+		msg = fmt.Sprintf("cannot connect to PostgreSQL at %s: connection refused (is the server running there? "+
+			"Check the host and port in the URL, and the server's listen_addresses)", where)
+	case code == "28P01" || code == "28000":
+		msg = fmt.Sprintf("PostgreSQL at %s refused user %s: %s (check the user and password in the URL or ~/.pgpass, "+
+			"and the server's pg_hba.conf)", where, cc.User, pe.Message)
+	case code == "3D000":
+		msg = fmt.Sprintf("PostgreSQL at %s has no database %s: create it (createdb %s) or name an existing one in the URL",
+			where, cc.Database, cc.Database)
+	case code == "42501":
+		msg = fmt.Sprintf("user %s may not create drover's tables in database %s at %s: %s (grant it, or let the owner open the ledger once)",
+			cc.User, cc.Database, where, pe.Message)
 	case errors.Is(err, context.DeadlineExceeded), isTimeout(err):
-		hint = "is the host reachable? (connect_timeout in the URL sets how long to try)"
+		msg = fmt.Sprintf("cannot connect to PostgreSQL at %s: timed out (is the host reachable? "+
+			"connect_timeout in the URL sets how long to try)", where)
 	default:
 		return fmt.Errorf("postgres ledger %s at %s: %w", cc.Database, where, err)
 	}
-	return fmt.Errorf("postgres ledger %s at %s: %w (%s)", cc.Database, where, err, hint)
+	return &openError{msg, err}
 }
+
+// openError is a failure to open, said plainly; it wraps the driver's
+// error.
+type openError struct {
+	msg string
+	err error
+}
+
+func (e *openError) Error() string { return e.msg }
+func (e *openError) Unwrap() error { return e.err }
 
 func isTimeout(err error) bool {
 	var t interface{ Timeout() bool }

@@ -4,18 +4,23 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/drover-run/drover"
 	"github.com/drover-run/drover/builtin"
 	"github.com/drover-run/drover/runs"
 	"github.com/drover-run/drover/store"
+	"github.com/drover-run/drover/store/postgres"
 	"github.com/drover-run/drover/store/sqlite"
 	"github.com/spf13/cobra"
 )
 
-// dbPath is the ledger file: --db, else DROVER_DB, else the state directory.
+// dbPath is the ledger: --db, else DROVER_DB, else the state directory's
+// file. It is a file (a path or a file: URL: SQLite) or a postgres:// or
+// postgresql:// URL (PostgreSQL); see openLedger.
 func dbPath(flag string) (string, error) {
 	if flag != "" {
 		return flag, nil
@@ -36,24 +41,21 @@ func dbPath(flag string) (string, error) {
 // closed, which cancels the runs fn left going and waits until they are
 // recorded.
 func (e *env) withLedger(ctx context.Context, db string, cfg runs.Config, fn func(*runs.Supervisor, store.Store) error) error {
-	path, err := dbPath(db)
+	st, loc, err := openLedger(ctx, db, false)
 	if err != nil {
 		return err
 	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return fmt.Errorf("create ledger directory: %w", err)
-	}
-	st, err := openLedger(ctx, path)
-	if err != nil {
-		return fmt.Errorf("open ledger %s: %w", path, err)
-	}
 	defer st.Close()
+	return e.supervise(ctx, st, loc, cfg, fn)
+}
+
+// supervise runs fn with a supervisor over st, the ledger at loc, closed
+// when fn returns.
+func (e *env) supervise(ctx context.Context, st store.Store, loc string, cfg runs.Config, fn func(*runs.Supervisor, store.Store) error) error {
 	cfg.Logger = e.log
 	// A drover started inside a run (drover mcp) records its runs in this
 	// ledger whatever HOME or state directory its agent gave it (MCP-1).
-	if abs, err := filepath.Abs(path); err == nil {
-		cfg.Env = map[string]string{runs.EnvDB: abs}
-	}
+	cfg.Env = map[string]string{runs.EnvDB: loc}
 	sup, err := runs.New(ctx, drover.NewEngine(builtin.Registry()), st, cfg)
 	if err != nil {
 		return err
@@ -63,7 +65,7 @@ func (e *env) withLedger(ctx context.Context, db string, cfg runs.Config, fn fun
 }
 
 func addDBFlag(cmd *cobra.Command, db *string) {
-	cmd.Flags().StringVar(db, "db", "", "ledger file (default $DROVER_DB, else $XDG_STATE_HOME/drover/drover.db)")
+	cmd.Flags().StringVar(db, "db", "", "ledger: a SQLite file, or a postgres:// URL (default $DROVER_DB, else $XDG_STATE_HOME/drover/drover.db)")
 }
 
 // withStore opens the existing ledger without a supervisor, for commands
@@ -83,46 +85,29 @@ func (e *env) withStore(ctx context.Context, db string, fn func(store.Store) err
 	return fn(st)
 }
 
-// errNoLedger is what openExistingLedger wraps when there is no ledger file.
+// errNoLedger is what openExistingLedger wraps when there is no ledger:
+// no file, or a database without drover's schema.
 var errNoLedger = errors.New("no ledger")
 
 // openExistingLedger opens the ledger named by db (see dbPath) if it
 // exists, and otherwise fails with an error wrapping errNoLedger.
 func openExistingLedger(ctx context.Context, db string) (store.Store, error) {
-	path, err := existingLedger(db)
-	if err != nil {
-		return nil, err
-	}
-	st, err := openLedger(ctx, path)
-	if err != nil {
-		return nil, fmt.Errorf("open ledger %s: %w", path, err)
-	}
-	return st, nil
-}
-
-// existingLedger returns the path of the ledger named by db (see dbPath),
-// or an error wrapping errNoLedger if there is no file there.
-func existingLedger(db string) (string, error) {
-	path, err := dbPath(db)
-	if err != nil {
-		return "", err
-	}
-	if _, err := os.Stat(path); err != nil {
-		return "", fmt.Errorf("%w at %s (runs are recorded by 'drover run'; or pass --db)", errNoLedger, path)
-	}
-	return path, nil
+	st, _, err := openLedger(ctx, db, true)
+	return st, err
 }
 
 // withRuns is withLedger (one run at a time) for a command about the runs
 // ids of the existing ledger: if one is not recorded there, it fails with
 // a usage error before doing anything, and creates no ledger.
 func (e *env) withRuns(ctx context.Context, db string, ids []string, fn func(*runs.Supervisor, store.Store) error) error {
-	if _, err := existingLedger(db); errors.Is(err, errNoLedger) {
+	st, loc, err := openLedger(ctx, db, true)
+	if errors.Is(err, errNoLedger) {
 		return notFound("run", ids[0], store.ErrNotFound)
 	} else if err != nil {
 		return err
 	}
-	return e.withLedger(ctx, db, runs.Config{Limit: 1}, func(sup *runs.Supervisor, st store.Store) error {
+	defer st.Close()
+	return e.supervise(ctx, st, loc, runs.Config{Limit: 1}, func(sup *runs.Supervisor, st store.Store) error {
 		for _, id := range ids {
 			if _, err := st.GetRun(ctx, id); err != nil {
 				return notFound("run", id, err)
@@ -145,9 +130,88 @@ func notFound(kind, id string, err error) error {
 	return usagef("no %s %q in the ledger (see '%s')", kind, id, see)
 }
 
-// openLedger opens the SQLite ledger at path (created if missing).
-func openLedger(ctx context.Context, path string) (store.Store, error) {
-	return sqlite.Open(ctx, path)
+// openLedger opens the ledger named by db (see dbPath) and returns it
+// with its location as another drover should be given it (DROVER_DB): by
+// the scheme of db, a PostgreSQL database (postgres:// or postgresql://)
+// or a SQLite file (a path, relative or not, or a file: URL). A missing
+// ledger is created, unless existing is set: then there must be one (a
+// file, or a database with drover's schema), else the error wraps
+// errNoLedger.
+func openLedger(ctx context.Context, db string, existing bool) (store.Store, string, error) {
+	loc, err := dbPath(db)
+	if err != nil {
+		return nil, "", err
+	}
+	if isPostgres(loc) {
+		var opts []postgres.Option
+		if existing {
+			opts = append(opts, postgres.ExistingOnly())
+		}
+		st, err := postgres.Open(ctx, loc, opts...)
+		if errors.Is(err, postgres.ErrNoLedger) {
+			return nil, "", fmt.Errorf("%w in %s: it has no drover schema yet (runs are recorded by 'drover run --db URL'; or pass another --db)", errNoLedger, redactURL(loc))
+		}
+		if err != nil {
+			return nil, "", fmt.Errorf("open ledger %s: %w", redactURL(loc), err)
+		}
+		return st, loc, nil
+	}
+	path, err := sqlitePath(loc)
+	if err != nil {
+		return nil, "", err
+	}
+	if existing {
+		if _, err := os.Stat(path); err != nil {
+			return nil, "", fmt.Errorf("%w at %s (runs are recorded by 'drover run'; or pass --db)", errNoLedger, path)
+		}
+	} else if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, "", fmt.Errorf("create ledger directory: %w", err)
+	}
+	st, err := sqlite.Open(ctx, path)
+	if err != nil {
+		return nil, "", fmt.Errorf("open ledger %s: %w", path, err)
+	}
+	if abs, err := filepath.Abs(path); err == nil {
+		path = abs
+	}
+	return st, path, nil
+}
+
+// isPostgres reports whether db is a PostgreSQL URL.
+func isPostgres(db string) bool {
+	scheme, _, ok := strings.Cut(db, "://")
+	return ok && (strings.EqualFold(scheme, "postgres") || strings.EqualFold(scheme, "postgresql"))
+}
+
+// sqlitePath is the file a SQLite ledger db names: db itself, or the path
+// of a file: URL (file:/abs/path, file:///abs/path, file:rel/path).
+func sqlitePath(db string) (string, error) {
+	if !strings.HasPrefix(strings.ToLower(db), "file:") {
+		return db, nil
+	}
+	u, err := url.Parse(db)
+	if err != nil {
+		return "", usagef("--db %s: %v", db, err)
+	}
+	if u.Host != "" && u.Host != "localhost" {
+		return "", usagef("--db %s: a file: URL names a local file (file:///path)", db)
+	}
+	if u.Opaque != "" {
+		return url.PathUnescape(u.Opaque)
+	}
+	if u.Path == "" {
+		return "", usagef("--db %s: no file named", db)
+	}
+	return u.Path, nil
+}
+
+// redactURL is a PostgreSQL URL fit to show: without its password.
+func redactURL(db string) string {
+	u, err := url.Parse(db)
+	if err != nil {
+		return "the --db URL"
+	}
+	return u.Redacted()
 }
 
 // stateDir is drover's state directory: $XDG_STATE_HOME/drover or
