@@ -421,19 +421,19 @@ func TestADP1_ACPMisbehaving(t *testing.T) {
 // max_tokens success with its stop reason, and a failed prompt an error
 // classified by its code (an HTTP status).
 func TestACP1_StopReasons(t *testing.T) {
-	for _, c := range []struct {
-		prompt string
+	type want struct {
 		status drover.DoneStatus
 		code   drover.ErrorCode
 		reason string
-	}{
-		{"refuse", drover.StatusError, drover.CodeModelError, "refusal"},
-		{"maxturns", drover.StatusMaxTurns, "", "max_turn_requests"},
-		{"maxtokens", drover.StatusSuccess, "", "max_tokens"},
-		{"fail", drover.StatusError, drover.CodeRateLimited, ""},
+	}
+	for prompt, c := range map[string]want{
+		"refuse":    {drover.StatusError, drover.CodeModelError, "refusal"},
+		"maxturns":  {drover.StatusMaxTurns, "", "max_turn_requests"},
+		"maxtokens": {drover.StatusSuccess, "", "max_tokens"},
+		"fail":      {drover.StatusError, drover.CodeRateLimited, ""},
 	} {
-		t.Run(c.prompt, func(t *testing.T) {
-			evs := fake{}.run(t, c.prompt, drover.Options{Tier: drover.TierAutonomous})
+		t.Run(prompt, func(t *testing.T) {
+			evs := fake{}.run(t, prompt, drover.Options{Tier: drover.TierAutonomous})
 			d, meta := doneOf(evs)
 			if d.Status != c.status || c.reason != "" && meta["stopReason"] != c.reason {
 				t.Fatalf("done %+v %v", d, meta)
@@ -442,7 +442,7 @@ func TestACP1_StopReasons(t *testing.T) {
 			if c.code == "" && len(e) != 0 || c.code != "" && (len(e) != 1 || e[0].Code != c.code || e[0].Recoverable) {
 				t.Fatalf("errors %+v, want %q", e, c.code)
 			}
-			if r := drover.Collect(slices.Values(evs)); c.prompt == "maxtokens" && (r.StopReason != drover.StopMaxTokens || r.Text != "cut sho") {
+			if r := drover.Collect(slices.Values(evs)); prompt == "maxtokens" && (r.StopReason != drover.StopMaxTokens || r.Text != "cut sho") {
 				t.Fatalf("collected %+v", r)
 			}
 		})

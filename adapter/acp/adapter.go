@@ -123,18 +123,16 @@ func (a *Adapter) Prepare(req drover.Request) (*runner.Launch, error) {
 // absolute paths: Options.Cwd (drover's own when empty) and AddDirs
 // (relative ones taken from the working directory).
 func Dirs(opts drover.Options) (cwd string, addDirs []string) {
-	cwd = opts.Cwd
-	if cwd == "" {
-		cwd, _ = os.Getwd()
-	}
-	if abs, err := filepath.Abs(cwd); err == nil {
-		cwd = abs
-	}
-	for _, d := range opts.AddDirs {
-		if !filepath.IsAbs(d) {
-			d = filepath.Join(cwd, d)
+	under := func(base, p string) string {
+		if filepath.IsAbs(p) {
+			return filepath.Clean(p)
 		}
-		addDirs = append(addDirs, filepath.Clean(d))
+		return filepath.Join(base, p)
+	}
+	wd, _ := os.Getwd()
+	cwd = under(wd, opts.Cwd)
+	for _, d := range opts.AddDirs {
+		addDirs = append(addDirs, under(cwd, d))
 	}
 	return cwd, addDirs
 }

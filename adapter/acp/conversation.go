@@ -128,7 +128,7 @@ type Conversation struct {
 	toolUses int64
 	rejected []string        // calls drover rejected that have no result yet
 	asks     map[string]*ask // open permission requests by request id
-	asked    map[string]bool // request ids handed out
+	asked    map[string]int  // questions asked per call id
 	queued   []drover.Event  // to go before the next line's events
 
 	stop           *promptResult
@@ -153,7 +153,7 @@ var (
 // stamps.
 func NewConversation(s runner.Stamp, sess Session, d Dialect) *Conversation {
 	c := &Conversation{Stamp: s, sess: sess, d: d, sent: map[string]string{}, calls: map[string]*call{},
-		asks: map[string]*ask{}, asked: map[string]bool{}}
+		asks: map[string]*ask{}, asked: map[string]int{}}
 	for _, r := range append([]string{sess.Cwd}, sess.AddDirs...) {
 		if r != "" {
 			c.roots = append(c.roots, realPath(filepath.Clean(r)))

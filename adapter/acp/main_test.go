@@ -15,6 +15,7 @@ import (
 	"github.com/drover-run/drover"
 	"github.com/drover-run/drover/adapter/acp"
 	"github.com/drover-run/drover/adapter/acp/acptest"
+	"github.com/drover-run/drover/adapter/adaptertest"
 	"github.com/drover-run/drover/internal/uestest"
 )
 
@@ -28,17 +29,10 @@ func TestMain(m *testing.M) {
 	}
 	if fakeBin, err = acptest.BuildIn(dir); err != nil {
 		fmt.Fprintln(os.Stderr, err)
+		os.RemoveAll(dir)
 		os.Exit(1)
 	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	if code == 0 {
-		if err := goleak.Find(); err != nil {
-			fmt.Fprintln(os.Stderr, "goleak:", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
+	goleak.VerifyTestMain(m, goleak.Cleanup(func(int) { os.RemoveAll(dir) }))
 }
 
 // fake is one run of the scripted agent.
@@ -105,15 +99,7 @@ func (f fake) run(t *testing.T, prompt string, o drover.Options) []drover.Event 
 }
 
 // payloads returns the payloads of type T in evs, in order.
-func payloads[T any](evs []drover.Event) []T {
-	var out []T
-	for _, ev := range evs {
-		if p, ok := ev.Payload.(T); ok {
-			out = append(out, p)
-		}
-	}
-	return out
-}
+func payloads[T any](evs []drover.Event) []T { return adaptertest.Payloads[T](evs) }
 
 func doneOf(evs []drover.Event) (drover.DonePayload, map[string]any) {
 	d, _ := evs[len(evs)-1].Done()

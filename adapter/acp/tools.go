@@ -342,7 +342,7 @@ func (c *Conversation) requestPermission(m message, raw []byte) []drover.Event {
 		return decide(false, "auto_declined")
 	}
 	in := k.callInput()
-	req := drover.PermissionRequestPayload{RequestID: c.requestID(k.id, m.ID), ToolName: k.name, ToolUseID: k.id,
+	req := drover.PermissionRequestPayload{RequestID: c.requestID(k.id), ToolName: k.name, ToolUseID: k.id,
 		Input: in, Description: k.description(in), Reason: k.output}
 	c.asks[req.RequestID] = a
 	ev := c.Event(drover.TypePermissionRequest, req)
@@ -361,18 +361,15 @@ func (c *Conversation) workspaceEdit(k *call) bool {
 	return len(k.paths) > 0 && !slices.ContainsFunc(k.paths, func(p string) bool { return !c.inRoots(p) })
 }
 
-// requestID returns a request id unique in the run: the call's id when not
-// yet used, else one from the agent's JSON-RPC id.
-func (c *Conversation) requestID(hint string, rpcID json.RawMessage) string {
-	id := hint
-	if id == "" || c.asked[id] {
-		id = "acp-rpc-" + strings.Trim(string(rpcID), `"`)
+// requestID returns a request id unique in the run: the call's id the
+// first time it is asked about, then that id with the number of the
+// question ("call-1#2": an agent may ask twice about one call).
+func (c *Conversation) requestID(callID string) string {
+	c.asked[callID]++
+	if n := c.asked[callID]; n > 1 {
+		return fmt.Sprintf("%s#%d", callID, n)
 	}
-	for n, base := 2, id; c.asked[id]; n++ {
-		id = fmt.Sprintf("%s-%d", base, n)
-	}
-	c.asked[id] = true
-	return id
+	return callID
 }
 
 // mcpServers returns the run's MCP servers in ACP's shape, by name, or an

@@ -60,15 +60,22 @@ func Agent(mode string, in io.Reader, out io.Writer) int {
 	return a.serve()
 }
 
-type msg struct {
-	ID     json.RawMessage `json:"id,omitempty"`
-	Method string          `json:"method,omitempty"`
-	Params json.RawMessage `json:"params,omitempty"`
-	Result json.RawMessage `json:"result,omitempty"`
-	Error  *struct {
-		Code    int    `json:"code"`
-		Message string `json:"message"`
-	} `json:"error,omitempty"`
+// msg is a JSON-RPC message as the agent reads it: its members.
+type msg map[string]json.RawMessage
+
+// method is its method, "" for a response.
+func (m msg) method() string {
+	var s string
+	json.Unmarshal(m["method"], &s)
+	return s
+}
+
+// errorCode is its error's code, if it is an error response.
+func (m msg) errorCode() (int, bool) {
+	var e struct {
+		Code int `json:"code"`
+	}
+	return e.Code, json.Unmarshal(m["error"], &e) == nil
 }
 
 type agent struct {
@@ -87,14 +94,14 @@ func (a *agent) next() (msg, bool) {
 		if len(strings.TrimSpace(string(l))) > 0 {
 			var m msg
 			if json.Unmarshal(l, &m) == nil {
-				if m.Method == "session/cancel" {
+				if m.method() == "session/cancel" {
 					a.cancelled()
 				}
 				return m, true
 			}
 		}
 		if err != nil {
-			return msg{}, false
+			return nil, false
 		}
 	}
 }
@@ -136,7 +143,7 @@ func (a *agent) call(method string, params any) (msg, bool) {
 		if !ok {
 			return m, false
 		}
-		if m.Method == "" && string(m.ID) == fmt.Sprint(id) {
+		if m.method() == "" && string(m["id"]) == fmt.Sprint(id) {
 			return m, true
 		}
 	}
@@ -148,13 +155,13 @@ func (a *agent) serve() int {
 		if !ok {
 			return 0
 		}
-		switch m.Method {
+		switch m.method() {
 		case "initialize":
 			if a.mode == "mute" {
 				time.Sleep(30 * time.Second)
 				return 0
 			}
-			a.reply(m.ID, map[string]any{"protocolVersion": 1, "authMethods": []any{},
+			a.reply(m["id"], map[string]any{"protocolVersion": 1, "authMethods": []any{},
 				"agentInfo": map[string]any{"name": "fake-acp", "version": Version},
 				"agentCapabilities": map[string]any{"loadSession": a.mode != "noload",
 					"mcpCapabilities": map[string]any{"http": true, "sse": false}}})
@@ -164,42 +171,42 @@ func (a *agent) serve() int {
 				SessionID  string          `json:"sessionId"`
 				McpServers json.RawMessage `json:"mcpServers"`
 			}
-			json.Unmarshal(m.Params, &p)
+			json.Unmarshal(m["params"], &p)
 			a.cwd, a.mcp = p.Cwd, p.McpServers
-			if m.Method == "session/new" {
-				a.reply(m.ID, map[string]any{"sessionId": SessionID,
+			if m.method() == "session/new" {
+				a.reply(m["id"], map[string]any{"sessionId": SessionID,
 					"models": map[string]any{"currentModelId": "fake-model", "availableModels": []any{}}})
 				continue
 			}
 			if p.SessionID != KnownSession {
-				a.replyErr(m.ID, -32602, "session not found: "+p.SessionID)
+				a.replyErr(m["id"], -32602, "session not found: "+p.SessionID)
 				continue
 			}
 			// The history, replayed before the answer.
 			a.update(map[string]any{"sessionUpdate": "user_message_chunk", "content": map[string]any{"type": "text", "text": "old prompt"}})
 			a.say("old answer")
 			a.update(map[string]any{"sessionUpdate": "tool_call", "toolCallId": "old-call", "title": "ls", "kind": "execute", "status": "completed"})
-			a.reply(m.ID, map[string]any{})
+			a.reply(m["id"], map[string]any{})
 		case "session/set_mode":
-			a.reply(m.ID, map[string]any{})
+			a.reply(m["id"], map[string]any{})
 		case "session/prompt":
 			var p struct {
 				Prompt []struct {
 					Text string `json:"text"`
 				} `json:"prompt"`
 			}
-			json.Unmarshal(m.Params, &p)
+			json.Unmarshal(m["params"], &p)
 			text := ""
 			if len(p.Prompt) > 0 {
 				text = p.Prompt[0].Text
 			}
 			a.cancel = false
-			if code := a.prompt(m.ID, text); code >= 0 {
+			if code := a.prompt(m["id"], text); code >= 0 {
 				return code
 			}
 		default:
-			if len(m.ID) > 0 && m.Method != "" {
-				a.replyErr(m.ID, -32601, "unknown method "+m.Method)
+			if len(m["id"]) > 0 && m.method() != "" {
+				a.replyErr(m["id"], -32601, "unknown method "+m.method())
 			}
 		}
 	}
@@ -317,7 +324,7 @@ func (a *agent) ask(id json.RawMessage, what, arg string) int {
 			OptionID string `json:"optionId"`
 		} `json:"outcome"`
 	}
-	json.Unmarshal(m.Result, &r)
+	json.Unmarshal(m["result"], &r)
 	callID := call["toolCallId"]
 	switch {
 	case r.Outcome.Outcome == "cancelled":
@@ -353,13 +360,14 @@ func (a *agent) fs(dir string) {
 		switch {
 		case !ok:
 			report = append(report, name+"=eof")
-		case m.Error != nil:
-			report = append(report, fmt.Sprintf("%s=err:%d", name, m.Error.Code))
+		case m["error"] != nil:
+			code, _ := m.errorCode()
+			report = append(report, fmt.Sprintf("%s=err:%d", name, code))
 		default:
 			var r struct {
 				Content string `json:"content"`
 			}
-			json.Unmarshal(m.Result, &r)
+			json.Unmarshal(m["result"], &r)
 			report = append(report, name+"=ok:"+r.Content)
 		}
 	}
