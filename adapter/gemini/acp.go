@@ -14,7 +14,6 @@ import (
 
 	"github.com/drover-run/drover"
 	"github.com/drover-run/drover/adapter/acp"
-	"github.com/drover-run/drover/internal/runner"
 )
 
 // LiveArgs returns the command line of a live run: `gemini --acp` with
@@ -28,22 +27,7 @@ import (
 // (its display text is otherwise an ANSI object, which it drops); its
 // debug log goes to stderr.
 func LiveArgs(opts drover.Options, policyPath string) ([]string, error) {
-	args := []string{"--acp", "--skip-trust", "--debug"}
-	if m := runner.Model(opts, DefaultEndpointModel); m != "" {
-		args = append(args, "-m", m)
-	}
-	mode, err := ApprovalMode(opts.EffectiveTier())
-	if err != nil {
-		return nil, err
-	}
-	args = append(args, "--approval-mode", mode)
-	if policyPath != "" {
-		args = append(args, "--admin-policy", policyPath)
-	}
-	for _, d := range opts.AddDirs {
-		args = append(args, "--include-directories", d)
-	}
-	return args, nil
+	return runFlags([]string{"--acp", "--skip-trust", "--debug"}, opts, policyPath)
 }
 
 // LivePolicy returns the admin policy of a live run (PERM-1, PERM-2): in

@@ -43,12 +43,11 @@ func TestPERM1_LivePolicy(t *testing.T) {
 			slices.DeleteFunc(slices.Clone(yoloTools), func(s string) bool { return s == "web_fetch" })},
 		{"autonomous", drover.Options{Tier: drover.TierAutonomous}, nil, yoloTools},
 	}
+	type policy struct{ Rules, Tools []string }
 	for _, c := range cases {
-		if diff := cmp.Diff(c.rules, rules(LivePolicy(c.o))); diff != "" {
-			t.Errorf("%s: rules (-want +got):\n%s", c.name, diff)
-		}
-		if diff := cmp.Diff(c.tools, LiveTools(c.o)); diff != "" {
-			t.Errorf("%s: tools (-want +got):\n%s", c.name, diff)
+		got := policy{rules(LivePolicy(c.o)), LiveTools(c.o)}
+		if diff := cmp.Diff(policy{c.rules, c.tools}, got); diff != "" {
+			t.Errorf("%s: (-want +got):\n%s", c.name, diff)
 		}
 	}
 }

@@ -152,23 +152,31 @@ func homeFor(opts drover.Options) (home string, temp bool) {
 func Args(opts drover.Options, policyPath string) ([]string, error) {
 	// --skip-trust: headless gemini refuses (exit 55) to run in a folder the
 	// user has not trusted; the tier policy, not folder trust, bounds the run.
-	args := []string{"--output-format", "stream-json", "--skip-trust"}
-	if m := runner.Model(opts, DefaultEndpointModel); m != "" {
-		args = append(args, "-m", m)
+	args, err := runFlags([]string{"--output-format", "stream-json", "--skip-trust"}, opts, policyPath)
+	if err != nil || opts.Resume == "" {
+		return args, err
 	}
-	mode, err := ApprovalMode(opts.EffectiveTier())
+	return append(args, "--resume", opts.Resume), nil
+}
+
+// runFlags returns mode's flags followed by those every gemini run gets:
+// the model, the tier's approval mode and admin policy (policyPath, "" for
+// none), the extra directories.
+func runFlags(mode []string, opts drover.Options, policyPath string) ([]string, error) {
+	approval, err := ApprovalMode(opts.EffectiveTier())
 	if err != nil {
 		return nil, err
 	}
-	args = append(args, "--approval-mode", mode)
+	args := mode
+	if m := runner.Model(opts, DefaultEndpointModel); m != "" {
+		args = append(args, "-m", m)
+	}
+	args = append(args, "--approval-mode", approval)
 	if policyPath != "" {
 		args = append(args, "--admin-policy", policyPath)
 	}
 	for _, d := range opts.AddDirs {
 		args = append(args, "--include-directories", d)
-	}
-	if opts.Resume != "" {
-		args = append(args, "--resume", opts.Resume)
 	}
 	return args, nil
 }
