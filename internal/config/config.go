@@ -21,14 +21,15 @@ import (
 // Dir returns drover's configuration directory: $XDG_CONFIG_HOME/drover,
 // else ~/.config/drover. It does not create it.
 func Dir() (string, error) {
-	if x := os.Getenv("XDG_CONFIG_HOME"); x != "" {
-		return filepath.Join(x, "drover"), nil
+	base := os.Getenv("XDG_CONFIG_HOME")
+	if base == "" {
+		home, err := os.UserHomeDir()
+		if err != nil {
+			return "", fmt.Errorf("drover's config directory: set XDG_CONFIG_HOME or HOME: %w", err)
+		}
+		base = filepath.Join(home, ".config")
 	}
-	home, err := os.UserHomeDir()
-	if err != nil {
-		return "", fmt.Errorf("drover's config directory: set XDG_CONFIG_HOME or HOME: %w", err)
-	}
-	return filepath.Join(home, ".config", "drover"), nil
+	return filepath.Join(base, "drover"), nil
 }
 
 // AgentsFile returns the path of the agents file: agents.json in Dir.

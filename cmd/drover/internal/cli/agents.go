@@ -122,11 +122,7 @@ names the tiers you trust it with (it asks before what they do not allow).`,
 			if err := a.Check(); err != nil {
 				return usageError{err}
 			}
-			path, err := config.AgentsFile()
-			if err != nil {
-				return err
-			}
-			agents, err := config.LoadAgents(path)
+			path, agents, err := configured()
 			if err != nil {
 				return err
 			}
@@ -164,11 +160,7 @@ func newAgentsRemoveCmd(e *env) *cobra.Command {
 			if builtin.IsBuiltin(name) {
 				return usagef("%q is a built-in agent; only agents added with 'drover agents add' can be removed", name)
 			}
-			path, err := config.AgentsFile()
-			if err != nil {
-				return err
-			}
-			agents, err := config.LoadAgents(path)
+			path, agents, err := configured()
 			if err != nil {
 				return err
 			}
@@ -187,4 +179,15 @@ func newAgentsRemoveCmd(e *env) *cobra.Command {
 			return nil
 		},
 	}
+}
+
+// configured returns the agents file's path and the agents it holds; a
+// file drover cannot use is an error naming it, and is never written over.
+func configured() (string, map[string]config.Agent, error) {
+	path, err := config.AgentsFile()
+	if err != nil {
+		return "", nil, err
+	}
+	agents, err := config.LoadAgents(path)
+	return path, agents, err
 }
