@@ -9,6 +9,7 @@ package e2e
 import (
 	"context"
 	"errors"
+	"iter"
 	"os"
 	"path/filepath"
 	"slices"
@@ -21,7 +22,6 @@ import (
 	"github.com/drover-run/drover/adapter/gemini"
 	"github.com/drover-run/drover/adapter/opencode"
 	"github.com/drover-run/drover/builtin"
-	"github.com/drover-run/drover/fakemodel"
 	"github.com/drover-run/drover/internal/uestest"
 )
 
@@ -51,75 +51,71 @@ func TestACP1_ConformanceOverACP(t *testing.T) {
 	}
 }
 
-// acpWorld is one live test's offline setup for a vendor: fakemodel with
-// liveScript, a workspace, a home.
+// acpWorld is one live test's offline setup for a vendor:
+// claude_test.go's world (fakemodel with interactive_claude_test.go's
+// liveScript, a workspace, a home), as the live Codex tests use it, and
+// the vendor's pinned CLI.
 type acpWorld struct {
-	t    *testing.T
-	v    acpVendor
-	bin  string
-	fake *fakemodel.Server
-	url  string
-	cwd  string
-	home string
+	*world
+	v   acpVendor
+	bin string
 }
 
 func newACPWorld(t *testing.T, v acpVendor) *acpWorld {
 	t.Helper()
-	bin := vendorBin(t, v.command, v.binaryEnv)
-	s, err := fakemodel.ParseScript([]byte(liveScript))
-	if err != nil {
-		t.Fatal(err)
-	}
-	fm := fakemodel.New(s)
-	url, err := fm.Start("127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { fm.Close() })
-	return &acpWorld{t: t, v: v, bin: bin, fake: fm, url: url, cwd: t.TempDir(), home: t.TempDir()}
+	return &acpWorld{world: newWorld(t, liveScript), v: v, bin: vendorBin(t, v.command, v.binaryEnv)}
 }
 
-// opts are a supervised live run's options: offline, isolated, no API
-// retries, a Control, and requests waiting for it.
-func (w *acpWorld) opts() drover.Options {
-	zero := 0
-	return drover.Options{
-		Binary: w.bin, Cwd: w.cwd, Tier: drover.TierSupervised,
-		Endpoint: &drover.Endpoint{BaseURL: w.url, APIKey: "sk-e2e"}, APIRetries: &zero,
-		ConfigDir: filepath.Join(w.home, "config"),
-		Env: map[string]string{"HOME": w.home, "XDG_CONFIG_HOME": filepath.Join(w.home, ".config"),
-			"XDG_DATA_HOME": filepath.Join(w.home, ".local/share"), "XDG_CACHE_HOME": filepath.Join(w.home, ".cache"),
-			"XDG_STATE_HOME": filepath.Join(w.home, ".local/state")},
-		Timeout: 3 * time.Minute, Control: drover.NewControl(), ApprovalTimeout: 2 * time.Minute,
+// vendorOpts are a supervised live run's options: the world's (offline,
+// no API retries) for the vendor, a home of the vendor's, a Control, and
+// requests waiting for it.
+func (w *acpWorld) vendorOpts() drover.Options {
+	o := w.opts()
+	o.Binary, o.Tier, o.ConfigDir = w.bin, drover.TierSupervised, filepath.Join(w.home, "config")
+	for _, d := range []struct{ env, sub string }{{"XDG_CONFIG_HOME", ".config"}, {"XDG_DATA_HOME", ".local/share"},
+		{"XDG_CACHE_HOME", ".cache"}, {"XDG_STATE_HOME", ".local/state"}} {
+		o.Env[d.env] = filepath.Join(w.home, d.sub)
+	}
+	o.Timeout, o.Control, o.ApprovalTimeout = 3*time.Minute, drover.NewControl(), 2*time.Minute
+	return o
+}
+
+// answering passes events on, answering each permission request d
+// through ctl as a client does.
+func answering(t *testing.T, events iter.Seq[drover.Event], ctl *drover.Control, d drover.PermissionDecision) iter.Seq[drover.Event] {
+	return func(yield func(drover.Event) bool) {
+		for ev := range events {
+			if p, ok := ev.Payload.(drover.PermissionRequestPayload); ok {
+				if err := ctl.Respond(p.RequestID, d, "e2e"); err != nil {
+					t.Errorf("respond: %v", err)
+				}
+			}
+			if !yield(ev) {
+				return
+			}
+		}
 	}
 }
 
-// run runs prompt through the engine with every built-in adapter, answering
-// each permission request d through the run's Control, as a client does,
-// and checks what every run must satisfy.
+// run runs prompt through the engine with every built-in adapter,
+// answering each permission request d, and checks what every run must
+// satisfy: one done, last; valid events; no process left, in the
+// workspace or in the run's process groups.
 func (w *acpWorld) run(prompt string, d drover.PermissionDecision) []drover.Event {
 	w.t.Helper()
-	o := w.opts()
+	o := w.vendorOpts()
 	var groups []int
 	o.ProcessObserver = func(_, pgid int) { groups = append(groups, pgid) }
 	events, err := drover.NewEngine(builtin.Registry()).Run(context.Background(), w.v.id, prompt, o)
 	if err != nil {
 		w.t.Fatal(err)
 	}
-	var evs []drover.Event
-	for ev := range events {
-		if err := uestest.ValidateEvent(ev); err != nil {
-			w.t.Errorf("invalid event: %v", err)
-		}
-		if p, ok := ev.Payload.(drover.PermissionRequestPayload); ok {
-			if err := o.Control.Respond(p.RequestID, d, "e2e"); err != nil {
-				w.t.Errorf("respond: %v", err)
-			}
-		}
-		evs = append(evs, ev)
-	}
+	evs := slices.Collect(answering(w.t, events, o.Control, d))
 	w.t.Logf("events: %v", typesOf(evs))
 	doneOf(w.t, evs)
+	if bad := slices.IndexFunc(evs, func(ev drover.Event) bool { return uestest.ValidateEvent(ev) != nil }); bad >= 0 {
+		w.t.Errorf("invalid event: %v", uestest.ValidateEvent(evs[bad]))
+	}
 	adaptertest.NoProcessIn(w.t, w.cwd)
 	for _, g := range groups {
 		if err := syscall.Kill(-g, 0); !errors.Is(err, syscall.ESRCH) {
