@@ -41,7 +41,8 @@ const (
 	CodeRunFailed = "RUN_FAILED"
 	// CodeBoundaryViolation: the request asks for more than this server
 	// or the run's parent allows: the autonomous tier on a server that
-	// does not allow it; later, directories outside a parent's (BND-1).
+	// does not allow it, directories outside a parent's (BND-1), a write
+	// boundary around drover's own state (BND-3).
 	CodeBoundaryViolation = "BOUNDARY_VIOLATION"
 	// CodeConflict: the request does not apply to the run as it is now: a
 	// permission request that already has its answer (the first wins), a
@@ -99,6 +100,8 @@ func toError(err error) *Error {
 		return &Error{Code: CodeValidation, Message: err.Error()}
 	case errors.As(err, &de) && (de.Code == drover.CodeValidation || de.Code == drover.CodeUnsupportedOption || de.Code == drover.CodeUnknownAgent):
 		return &Error{Code: CodeValidation, Message: err.Error()}
+	case errors.As(err, &de) && de.Code == drover.CodeBoundaryViolation:
+		return &Error{Code: CodeBoundaryViolation, Message: err.Error()}
 	}
 	return &Error{Code: CodeInternal, Message: err.Error()}
 }

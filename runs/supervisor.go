@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/drover-run/drover"
+	"github.com/drover-run/drover/internal/contain"
 	"github.com/drover-run/drover/store"
 )
 
@@ -53,6 +54,11 @@ type Config struct {
 	// as the run's children (MCP-1), such as EnvDB naming the ledger
 	// file. Neither is recorded with the run's options.
 	Env map[string]string
+	// Protected are drover's own state, which no run's write boundary may
+	// contain (BND-3): the ledger's directory, drover's configuration
+	// directory. Start refuses such a run with BOUNDARY_VIOLATION. The
+	// drover command sets them; nil protects nothing.
+	Protected []string
 }
 
 // Variables every agent process a run starts finds in its environment
@@ -238,9 +244,12 @@ func NewRunID() string {
 
 // Start records a new run and returns its id and session at once (RUN-1);
 // the run waits as pending until a slot is free (RUN-7). It refuses what
-// Check refuses, an unknown session or fork run (store.ErrNotFound), and a
-// parent that is not active (ErrParentEnded); then nothing is recorded. A
-// parent this supervisor does not own is looked up in the ledger.
+// Check refuses, an unknown session or fork run (store.ErrNotFound), a
+// parent that is not active (ErrParentEnded), and directories beyond the
+// run's boundaries (BOUNDARY_VIOLATION: a child's outside its parent's,
+// BND-1; a write boundary around Config.Protected, BND-3); then nothing is
+// recorded. A parent this supervisor does not own is looked up in the
+// ledger. A child that names no working directory gets its parent's.
 func (s *Supervisor) Start(ctx context.Context, req StartRequest) (Started, error) {
 	remoteParent := ""
 	if req.ParentID != "" && s.lookup(req.ParentID) == nil {
@@ -276,6 +285,9 @@ func (s *Supervisor) Start(ctx context.Context, req StartRequest) (Started, erro
 	}
 	req, err := Check(s.eng.Registry(), req, fork, sess)
 	if err != nil {
+		return Started{}, err
+	}
+	if req, err = s.bound(ctx, req); err != nil {
 		return Started{}, err
 	}
 	var costBefore *float64 // what the conversation this run continues had cost
@@ -352,7 +364,8 @@ func (s *Supervisor) Start(ctx context.Context, req StartRequest) (Started, erro
 // conversation, a session of another agent, a session with a resume token
 // of its own (drover.ErrValidation); and options the agent cannot honour
 // once the fork's or session's resume token is in them
-// (drover.ErrUnsupportedOption, ADP-3). fork is the run req.ForkFrom
+// (drover.ErrUnsupportedOption, ADP-3), as is containment asked for
+// (Options.Contain) on a system that cannot contain. fork is the run req.ForkFrom
 // names and session the session req.Options.SessionID names, as the
 // ledger has them; the caller looks them up. The returned request names
 // the agent by its canonical id and carries the resume token to pass on.
@@ -396,6 +409,11 @@ func Check(reg *drover.Registry, req StartRequest, fork *store.Run, session *sto
 	// recorded (ADP-3), not a run that fails at once.
 	if err := ad.Capabilities().Unsupported(req.Options); err != nil {
 		return req, err
+	}
+	if on, explicit := req.Options.Containment(); on && explicit {
+		if err := contain.Available(); err != nil {
+			return req, &drover.Error{Code: drover.CodeUnsupportedOption, Message: "contain: this system cannot contain processes", Err: err}
+		}
 	}
 	return req, nil
 }
