@@ -111,7 +111,12 @@ func (a *attemptRun) converse(ctx context.Context, conv Conversation, live drove
 			}
 		case <-cancelled:
 			cancelled = nil
-			in.Write(canceller.Cancel())
+			req := canceller.Cancel()
+			if len(req) == 0 {
+				a.p.Stop(a.grace) // nothing to ask: stopped at once
+				continue
+			}
+			in.Write(req)
 			flush()
 			t := time.AfterFunc(cancelWait, func() { a.p.Stop(a.grace) })
 			defer t.Stop()

@@ -85,7 +85,8 @@ type Opener interface {
 // ended a short while later (cancelWait), instead of stopping it at once.
 type Canceller interface {
 	Conversation
-	// Cancel returns what asks the vendor to end its turn, or nothing.
+	// Cancel returns what asks the vendor to end its turn; nothing (no
+	// turn is running) has the process stopped at once.
 	Cancel() []byte
 }
 
