@@ -116,7 +116,9 @@ type Conversation struct {
 	sessionID   string
 	model       string
 	held        []drover.Event // events before the session was known
+	prompted    bool           // session/prompt sent
 	prompting   bool           // session/prompt sent, not answered
+	interrupt   bool           // an interrupt came before the prompt was sent
 
 	text     strings.Builder // the agent's message being streamed
 	textID   string          // its messageId, if the agent gives one
@@ -181,8 +183,8 @@ func (c *Conversation) Open() ([]byte, error) {
 }
 
 // Opened implements runner.Opener: the session is known and the prompt
-// sent.
-func (c *Conversation) Opened() bool { return c.ready }
+// sent (an agent that never answers session/set_mode has not opened).
+func (c *Conversation) Opened() bool { return c.prompted }
 
 // Outbox implements runner.Conversation: the requests and answers the last
 // lines called for, and whether stdin is to close: once the prompt has
@@ -248,10 +250,16 @@ func (c *Conversation) Pass(in drover.LiveInput) ([]byte, error) {
 		}
 		return result(a.rpcID, a.answer(allow, allow && in.Answer.Always)), nil
 	case in.Interrupt != nil:
-		if !c.prompting {
-			return nil, fmt.Errorf("%s has no turn to interrupt", c.Agent)
+		switch {
+		case c.prompting:
+			return c.cancelTurn(), nil
+		case !c.prompted && !c.Finished():
+			// The session is starting: the turn is cancelled as soon as
+			// it starts.
+			c.interrupt = true
+			return nil, nil
 		}
-		return c.cancelTurn(), nil
+		return nil, fmt.Errorf("%s has no turn to interrupt", c.Agent)
 	case in.Steer != nil:
 		return nil, errors.New("ACP has no message into a running turn")
 	}
@@ -355,7 +363,7 @@ func (c *Conversation) response(m message) []drover.Event {
 		}
 		c.prompt()
 	case acpsdk.AgentMethodSessionPrompt:
-		return c.prompted(m)
+		return c.onPrompted(m)
 	}
 	return nil
 }
@@ -483,16 +491,20 @@ func sessionModel(models *acpsdk.SessionModelState, config []acpsdk.SessionConfi
 	return ""
 }
 
-// prompt sends the run's prompt.
+// prompt sends the run's prompt, and at once session/cancel if an
+// interrupt came first.
 func (c *Conversation) prompt() {
-	c.prompting = true
+	c.prompted, c.prompting = true, true
 	c.out = append(c.out, c.request(acpsdk.AgentMethodSessionPrompt, acpsdk.PromptRequest{
 		SessionId: acpsdk.SessionId(c.sessionID), Prompt: []acpsdk.ContentBlock{acpsdk.TextBlock(c.sess.Prompt)}})...)
+	if c.interrupt {
+		c.out = append(c.out, c.cancelTurn()...)
+	}
 }
 
-// prompted handles session/prompt's answer: the turn is over, and stdin
+// onPrompted handles session/prompt's answer: the turn is over, and stdin
 // closes.
-func (c *Conversation) prompted(m message) []drover.Event {
+func (c *Conversation) onPrompted(m message) []drover.Event {
 	c.prompting, c.closeIn = false, true
 	evs := c.flush()
 	if m.Error != nil {
@@ -611,8 +623,8 @@ func (c *Conversation) Finish(exit runner.Exit) ([]drover.Event, bool) {
 	switch {
 	case c.startErr != nil:
 		evs = append(evs, c.Failure(c.startErr.Code, c.startErr.Message, nil))
-	case !c.ready && exit.Stopped:
-		// Stopped before its session was known: at the open deadline (a
+	case !c.prompted && exit.Stopped:
+		// Stopped before its session was open: at the open deadline (a
 		// cancelled run's events are the engine's to drop).
 		what := "answer initialize"
 		if c.initialized {

@@ -1,6 +1,7 @@
 package acp_test
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/drover-run/drover"
@@ -60,4 +61,32 @@ func FuzzACPConversation(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestCTL3_ACPInterruptBeforePrompt: an interrupt that comes while the
+// session is starting is taken (recorded), and the turn is cancelled as
+// soon as its prompt is sent: session/cancel follows session/prompt.
+func TestCTL3_ACPInterruptBeforePrompt(t *testing.T) {
+	c := acp.NewConversation(uestest.Stamp("t"), acp.Session{Prompt: "p", Cwd: t.TempDir(), Tier: drover.TierAutonomous, Live: true}, acp.Dialect{})
+	if _, err := c.Open(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Translate([]byte(session[0])); err != nil {
+		t.Fatal(err)
+	}
+	c.Outbox()
+	if out, err := c.Pass(drover.LiveInput{Interrupt: &drover.InterruptPayload{}}); err != nil || len(out) != 0 {
+		t.Fatalf("interrupt while starting: %q, %v; want it taken, nothing written yet", out, err)
+	}
+	if _, err := c.Translate([]byte(session[1])); err != nil {
+		t.Fatal(err)
+	}
+	out, _ := c.Outbox()
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	if len(lines) != 2 || !strings.Contains(lines[0], `"session/prompt"`) || !strings.Contains(lines[1], `"session/cancel"`) {
+		t.Fatalf("written %q, want the prompt, then session/cancel", lines)
+	}
+	if _, err := c.Pass(drover.LiveInput{Interrupt: &drover.InterruptPayload{}}); err != nil {
+		t.Fatalf("interrupt while the turn runs: %v", err)
+	}
 }
