@@ -452,3 +452,41 @@ func TestPRO1_BrokenOutput(t *testing.T) {
 type failWriter struct{}
 
 func (failWriter) Write([]byte) (int, error) { return 0, io.ErrClosedPipe }
+
+// MCP-1 through the protocol: get of a run with children carries the usage
+// of its whole tree; a run without children carries none.
+func TestMCP1_GetTreeTotal(t *testing.T) {
+	f := newFixture(t, protocol.Config{})
+	parent, err := f.start(runsReq("hang", "x"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var children []string
+	for range 2 {
+		child := runsReq("quick", "2")
+		child.ParentID = parent
+		id, err := f.start(child)
+		if err != nil {
+			t.Fatal(err)
+		}
+		await(t, f.sup, id)
+		children = append(children, id)
+	}
+	f.sup.Cancel(context.Background(), parent)
+	await(t, f.sup, parent)
+
+	w := f.dial(t)
+	var get protocol.GetResult
+	w.call("1", `{"id":1,"op":"get","runId":"`+parent+`"}`, &get)
+	if len(get.Children) != 2 || get.Total == nil {
+		t.Fatalf("get %+v", get)
+	}
+	if get.Total.Runs != 3 || get.Total.Usage.InputTokens != 6 || get.Total.Usage.OutputTokens != 4 {
+		t.Errorf("total %+v, want 3 runs, 6 in, 4 out", get.Total)
+	}
+	get = protocol.GetResult{}
+	w.call("2", `{"id":2,"op":"get","runId":"`+children[0]+`"}`, &get)
+	if get.Run == nil || get.Total != nil {
+		t.Errorf("a run without children: %+v", get)
+	}
+}

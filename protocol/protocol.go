@@ -183,7 +183,10 @@ type GetResult struct {
 	ToolCalls []store.ToolCall `json:"toolCalls,omitempty"`
 	// Pending are the run's permission requests waiting for an answer.
 	Pending []drover.PermissionRequestPayload `json:"pending,omitempty"`
-	Session *store.Session                    `json:"session,omitempty"`
+	// Total is the run's usage with its descendants' (MCP-1's cost
+	// roll-up), present when the run has children.
+	Total   *runs.TreeUsage `json:"total,omitempty"`
+	Session *store.Session  `json:"session,omitempty"`
 	Runs    []store.Run                       `json:"runs,omitempty"`
 }
 

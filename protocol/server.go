@@ -206,8 +206,9 @@ func by(client, transport string) string {
 	return transport
 }
 
-// Get returns one run with its children and turn record, or one session
-// with its runs (newest first). Unknown ids are NOT_FOUND.
+// Get returns one run with its children, turn record and, when it has
+// children, the usage of its whole tree; or one session with its runs
+// (newest first). Unknown ids are NOT_FOUND.
 func (s *Server) Get(ctx context.Context, p GetParams) (*GetResult, error) {
 	switch {
 	case (p.RunID == "") == (p.SessionID == ""):
@@ -230,6 +231,13 @@ func (s *Server) Get(ctx context.Context, p GetParams) (*GetResult, error) {
 	res := &GetResult{Run: r}
 	if res.Children, err = s.st.Children(ctx, r.ID); err != nil {
 		return nil, toError(err)
+	}
+	if len(res.Children) > 0 {
+		total, err := runs.SumTree(ctx, s.st, r.ID)
+		if err != nil {
+			return nil, toError(err)
+		}
+		res.Total = &total
 	}
 	if res.Messages, err = s.st.Messages(ctx, r.ID); err != nil {
 		return nil, toError(err)
