@@ -187,7 +187,7 @@ type GetResult struct {
 	// roll-up), present when the run has children.
 	Total   *runs.TreeUsage `json:"total,omitempty"`
 	Session *store.Session  `json:"session,omitempty"`
-	Runs    []store.Run                       `json:"runs,omitempty"`
+	Runs    []store.Run     `json:"runs,omitempty"`
 }
 
 // ListParams are the fields of "list"; zero fields do not filter.
