@@ -316,6 +316,19 @@ type Capabilities struct {
 	// ("stdio", "http", "sse"); an Options.MCPServers entry of another is
 	// refused.
 	MCPTransports []string `json:"mcpTransports,omitempty"`
+	// Contain lists the tiers in which drover can contain the vendor
+	// (Options.Contain, SEC-2); nil means every tier. A vendor that
+	// sandboxes its own commands by means a Landlock domain forbids (mount
+	// namespaces) leaves those tiers out: there its own sandbox holds the
+	// boundary, a run is not contained by default, and asking for it is
+	// refused.
+	Contain []Tier `json:"contain,omitempty"`
+}
+
+// Contains reports whether drover can contain the vendor in tier (see
+// Contain).
+func (c Capabilities) Contains(tier Tier) bool {
+	return c.Contain == nil || slices.Contains(c.Contain, tier)
 }
 
 // Unsupported returns the first option in o that c cannot honour, as an
@@ -353,6 +366,10 @@ func (c Capabilities) Unsupported(o Options) error {
 	}
 	if t := o.EffectiveTier(); !slices.Contains(c.Tiers, t) {
 		return &Error{Code: CodeUnsupportedOption, Message: fmt.Sprintf("tier %s cannot be enforced by this agent", t)}
+	}
+	if on, explicit := o.Containment(); on && explicit && !c.Contains(o.EffectiveTier()) {
+		return &Error{Code: CodeUnsupportedOption, Message: fmt.Sprintf(
+			"contain: in tier %s this agent sandboxes its commands itself, which cannot run contained", o.EffectiveTier())}
 	}
 	return nil
 }

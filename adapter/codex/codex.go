@@ -40,6 +40,12 @@ func (a *Adapter) Capabilities() drover.Capabilities {
 		Thinking: true, ConfigDir: true, Endpoint: true, APIRetries: true, PartialText: true,
 		Permissions: true, Steer: true, Interrupt: true,
 		Tiers: drover.Tiers(),
+		// Below autonomous Codex runs every command and patch in its own
+		// bubblewrap sandbox, whose mounts a Landlock domain denies
+		// (measured: every apply_patch failed, and its legacy Landlock
+		// fallback refuses restricted file systems): its sandbox holds the
+		// boundary there (docs/adapters/codex.md).
+		Contain: []drover.Tier{drover.TierAutonomous},
 	}
 }
 

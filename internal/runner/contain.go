@@ -32,11 +32,12 @@ type containment struct {
 	tmp    string // the run's TMPDIR, removed by cleanup
 }
 
-// decideContainment applies Options.Contain (see drover.Options.Contain):
-// an explicit request the kernel cannot honour is refused; the default
-// goes on uncontained there. A contained run gets a TMPDIR of its own,
+// decideContainment applies Options.Contain (see drover.Options.Contain)
+// for a vendor with caps: an explicit request the kernel cannot honour is
+// refused; the default goes on uncontained there, and in the tiers where
+// the vendor sandboxes its own commands (Capabilities.Contain). A contained run gets a TMPDIR of its own,
 // which the caller removes with cleanup.
-func decideContainment(opts drover.Options) (*containment, error) {
+func decideContainment(opts drover.Options, caps drover.Capabilities) (*containment, error) {
 	on, explicit := opts.Containment()
 	if !on {
 		reason := "off"
@@ -44,6 +45,11 @@ func decideContainment(opts drover.Options) (*containment, error) {
 			reason = string(drover.TierAutonomous)
 		}
 		return &containment{reason: reason}, nil
+	}
+	if !caps.Contains(opts.EffectiveTier()) {
+		// Unsupported refused an explicit request before; this is the
+		// default, and the vendor's own sandbox holds the boundary.
+		return &containment{reason: "vendor sandbox"}, nil
 	}
 	if err := containAvailable(); err != nil {
 		if explicit {

@@ -171,3 +171,42 @@ func TestGetenv(t *testing.T) {
 		t.Error("a nil env is not drover's own")
 	}
 }
+
+// selfSandboxed is the fake of a vendor that sandboxes its own commands
+// below autonomous (Capabilities.Contain), as Codex does.
+type selfSandboxed struct{ *convHooks }
+
+func (h selfSandboxed) Capabilities() drover.Capabilities {
+	c := h.convHooks.Capabilities()
+	c.Contain = []drover.Tier{drover.TierAutonomous}
+	return c
+}
+
+// TestSEC2_VendorSandbox: a vendor that sandboxes its own commands below
+// autonomous is not contained there by default (done says "vendor
+// sandbox"), asking for it is refused before it starts, and in autonomous
+// it is contained when asked.
+func TestSEC2_VendorSandbox(t *testing.T) {
+	needLandlock(t)
+	ws := t.TempDir()
+	out := filepath.Join(t.TempDir(), "out")
+	hooks := func() selfSandboxed {
+		return selfSandboxed{&convHooks{mode: "write", launch: func(l *Launch) { l.Env = append(l.Env, fakeArgEnv+"="+out) }}}
+	}
+	evs, _ := converseWith(t, hooks(), 0, drover.Options{Cwd: ws}, nil)
+	if md := doneMeta(t, evs); md["contained"] != false || md["containment"] != "vendor sandbox" {
+		t.Errorf("default: done metadata %v", md)
+	}
+	evs, pid := converseWith(t, hooks(), 0, drover.Options{Cwd: ws, Contain: ptr(true)}, nil)
+	if p, _ := evs[0].Payload.(drover.ErrorPayload); pid != 0 || p.Code != drover.CodeUnsupportedOption {
+		t.Errorf("asked in supervised: pid %d, %v %+v", pid, types(evs), p)
+	}
+	os.Remove(out)
+	evs, _ = converseWith(t, hooks(), 0, drover.Options{Cwd: ws, Tier: drover.TierAutonomous, Contain: ptr(true)}, nil)
+	if md := doneMeta(t, evs); md["contained"] != true {
+		t.Errorf("autonomous: done metadata %v", md)
+	}
+	if _, err := os.Stat(out); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("contained in autonomous, the vendor wrote outside: %v", err)
+	}
+}

@@ -146,7 +146,10 @@ func converse(t *testing.T, mode string, linger time.Duration, opts drover.Optio
 }
 
 // converseWith is converse with hooks of the caller's.
-func converseWith(t *testing.T, hooks *convHooks, linger time.Duration, opts drover.Options, on func(drover.Event, context.CancelFunc)) ([]drover.Event, int) {
+func converseWith[H interface {
+	Embedder
+	drover.Adapter
+}](t *testing.T, hooks H, linger time.Duration, opts drover.Options, on func(drover.Event, context.CancelFunc)) ([]drover.Event, int) {
 	t.Helper()
 	exe, err := os.Executable()
 	if err != nil {

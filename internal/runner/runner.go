@@ -179,7 +179,7 @@ func (b *Base) run(ctx context.Context, req drover.Request, yield func(drover.Ev
 // stdin is closed.
 func (b *Base) attempt(ctx context.Context, path string, req drover.Request, yield func(drover.Event, error) bool) (resumeRejected bool) {
 	id := b.spec.ID
-	c, err := decideContainment(req.Options)
+	c, err := decideContainment(req.Options, b.hooks.Capabilities())
 	if err != nil {
 		yield(drover.Event{}, err)
 		return false

@@ -194,6 +194,9 @@ func runCLIPidfile(t *testing.T, ctx context.Context, pidfile, mode string, args
 	t.Setenv("DROVER_CLAUDE_BIN", self)
 	t.Setenv(fakeEnv, mode)
 	t.Setenv("FAKE_PIDFILE", pidfile)
+	// The runs work in drover's directory, which holds the pid file: a
+	// run is contained to its workspace by default (SEC-2).
+	t.Chdir(filepath.Dir(pidfile))
 	// A race-enabled fake would otherwise sleep 1 s at exit.
 	t.Setenv("GORACE", "atexit_sleep_ms=0")
 	var out, errb bytes.Buffer

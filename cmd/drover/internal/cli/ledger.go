@@ -11,6 +11,7 @@ import (
 
 	"github.com/drover-run/drover"
 	"github.com/drover-run/drover/builtin"
+	"github.com/drover-run/drover/internal/config"
 	"github.com/drover-run/drover/runs"
 	"github.com/drover-run/drover/store"
 	"github.com/drover-run/drover/store/postgres"
@@ -56,6 +57,7 @@ func (e *env) supervise(ctx context.Context, st store.Store, loc string, cfg run
 	// A drover started inside a run (drover mcp) records its runs in this
 	// ledger whatever HOME or state directory its agent gave it (MCP-1).
 	cfg.Env = map[string]string{runs.EnvDB: loc}
+	cfg.Protected = protected(loc)
 	sup, err := runs.New(ctx, drover.NewEngine(builtin.Registry()), st, cfg)
 	if err != nil {
 		return err
@@ -225,4 +227,19 @@ func stateDir() (string, error) {
 		return "", fmt.Errorf("find drover's state directory: %w (set XDG_STATE_HOME)", err)
 	}
 	return filepath.Join(home, ".local", "state", "drover"), nil
+}
+
+// protected is drover's own state, which no run may be able to write
+// (BND-3): the directory of a SQLite ledger at loc (its WAL and
+// shared-memory files are beside it; a PostgreSQL ledger is the server's)
+// and drover's configuration directory.
+func protected(loc string) []string {
+	var out []string
+	if filepath.IsAbs(loc) {
+		out = append(out, filepath.Dir(loc))
+	}
+	if dir, err := config.Dir(); err == nil {
+		out = append(out, dir)
+	}
+	return out
 }

@@ -109,6 +109,9 @@ func startDrover(t *testing.T, bin, db, mode string, args ...string) (*exec.Cmd,
 	self, _ := os.Executable()
 	pidfile := filepath.Join(t.TempDir(), "pid")
 	cmd := exec.Command(bin, args...)
+	// The run's workspace holds the pid file: a run is contained to its
+	// workspace by default (SEC-2).
+	cmd.Dir = filepath.Dir(pidfile)
 	cmd.Env = append(os.Environ(), "DROVER_CLAUDE_BIN="+self, fakeEnv+"="+mode, "FAKE_PIDFILE="+pidfile,
 		"GORACE=atexit_sleep_ms=0", "DROVER_DB="+db)
 	stderr := &syncBuffer{}

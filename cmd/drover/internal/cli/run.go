@@ -47,6 +47,8 @@ type runFlags struct {
 	ask             bool
 	askSet          bool // --ask was given (else: ask when stdin is a terminal)
 	mcpConfig       string
+	contain         bool
+	noContain       bool
 }
 
 func newRunCmd(e *env) *cobra.Command {
@@ -98,6 +100,8 @@ usage error, 130 after SIGINT once every run has ended interrupted.`,
 	fl.StringArrayVar(&f.allow, "allow", nil, "allow matching tool calls without asking: TOOL or TOOL(PATTERN), e.g. Read, 'Bash(git status*)' (repeatable)")
 	fl.StringArrayVar(&f.deny, "deny", nil, "deny matching tool calls without asking, e.g. 'Bash(rm *)' (repeatable; deny wins over allow)")
 	fl.StringVar(&f.mcpConfig, "mcp-config", "", `MCP servers the agent may use: a JSON file in the .mcp.json shape, {"mcpServers": {NAME: {"command", "args", "env"} or {"type": "http"|"sse", "url", "headers"}}} (docs/mcp.md)`)
+	fl.BoolVar(&f.contain, "contain", false, "confine the agent and everything it starts to the workspace, --add-dir, its own state and a temporary directory with the kernel (Landlock), in any tier; refused where that cannot be (default: below autonomous, where it can)")
+	fl.BoolVar(&f.noContain, "no-contain", false, "do not confine the agent with the kernel (its tier still applies)")
 	addDBFlag(cmd, &f.db)
 	fl.BoolVar(&f.fakemodel, "fakemodel", false, "run offline against drover's built-in scripted model server")
 	fl.StringVar(&f.fakeScript, "fakemodel-script", "", "script file for --fakemodel (default: the built-in demo script)")
@@ -153,7 +157,7 @@ func runRun(ctx context.Context, e *env, f *runFlags, args []string) error {
 				if errors.Is(err, store.ErrNotFound) {
 					return usagef("%v (see 'drover sessions' and 'drover ps --all')", err)
 				}
-				if c := drover.CodeOf(err, ""); c == drover.CodeValidation || c == drover.CodeUnsupportedOption {
+				if c := drover.CodeOf(err, ""); c == drover.CodeValidation || c == drover.CodeUnsupportedOption || c == drover.CodeBoundaryViolation {
 					return usageError{err}
 				}
 				return err
@@ -236,6 +240,8 @@ func planRun(ctx context.Context, e *env, f *runFlags, args []string) (*runPlan,
 		return nil, usagef("--session and --resume exclude each other")
 	case f.session != "" && f.fork != "":
 		return nil, usagef("--session and --fork exclude each other (a fork starts a new session)")
+	case f.contain && f.noContain:
+		return nil, usagef("--contain and --no-contain exclude each other")
 	}
 	prompt, err := readPrompt(e, args)
 	if err != nil {
@@ -257,6 +263,10 @@ func planRun(ctx context.Context, e *env, f *runFlags, args []string) (*runPlan,
 	if f.apiRetries >= 0 {
 		n := f.apiRetries
 		opts.APIRetries = &n
+	}
+	if f.contain || f.noContain {
+		on := f.contain
+		opts.Contain = &on
 	}
 	if opts.Cwd != "" {
 		if st, err := os.Stat(opts.Cwd); err != nil || !st.IsDir() {
