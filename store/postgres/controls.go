@@ -2,33 +2,37 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/drover-run/drover/store"
+	"github.com/drover-run/drover/store/internal/rules"
 )
 
-// PostControl queues m for its run's owner (CTL-1, CTL-3). The run's row
-// is share-locked while the message is queued, so a FinishRun in another
-// transaction either ends the run first (ErrConflict here) or waits, and
-// then discards the message.
+// PostControl queues m for its run's owner (CTL-1, CTL-3), in one
+// statement that share-locks the run's row while it queues: a FinishRun
+// in another transaction either ends the run first (ErrConflict here) or
+// waits, and then discards the message.
 func (s *Store) PostControl(ctx context.Context, m *store.ControlMessage) error {
-	if m.CreatedAt.IsZero() {
-		m.CreatedAt = now()
+	rules.Default(&m.CreatedAt, now())
+	var st store.RunStatus
+	var id *int64
+	err := s.pool.QueryRow(ctx, `WITH run AS (SELECT id, status FROM runs WHERE id = $1 FOR SHARE),
+		queued AS (INSERT INTO controls (run_id, kind, payload, sent_by, created_at)
+			SELECT id, $2, $3, $4, $5 FROM run WHERE status IN ('pending', 'running') RETURNING id)
+		SELECT run.status, queued.id FROM run LEFT JOIN queued ON true`,
+		m.RunID, m.Kind, jsonArg(m.Payload), m.By, m.CreatedAt).Scan(&st, &id)
+	if errors.Is(err, pgx.ErrNoRows) {
+		err = store.ErrNotFound
 	}
-	return s.inTx(ctx, func(tx pgx.Tx) error {
-		st, err := runStatus(ctx, tx, m.RunID, "FOR SHARE")
-		if err != nil {
-			return fmt.Errorf("post control to %s: %w", m.RunID, err)
-		}
-		if st.Terminal() {
-			return fmt.Errorf("post control to %s: run %s: %w", m.RunID, st, store.ErrConflict)
-		}
-		return tx.QueryRow(ctx, `INSERT INTO controls (run_id, kind, payload, sent_by, created_at)
-			VALUES ($1, $2, $3, $4, $5) RETURNING id`, m.RunID, m.Kind, jsonArg(m.Payload), m.By, m.CreatedAt).Scan(&m.ID)
-	})
+	if err = rules.Live(st, err); err != nil {
+		return fmt.Errorf("post control to %s: %w", m.RunID, err)
+	}
+	m.ID = *id
+	return nil
 }
 
 // TakeControls returns and deletes the queued messages of runIDs, oldest

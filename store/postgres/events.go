@@ -97,13 +97,8 @@ func insertEvents(ctx context.Context, tx pgx.Tx, evs []store.Event) error {
 // ≤ 0 is ErrConflict, a run that does not exist ErrNotFound, and then
 // nothing of evs is written.
 func (s *Store) AppendEvents(ctx context.Context, evs []store.Event) error {
-	if len(evs) == 0 {
-		return nil
-	}
-	for _, ev := range evs {
-		if err := batch.Validate(ev); err != nil {
-			return err
-		}
+	if err := batch.ValidateAll(evs); err != nil || len(evs) == 0 {
+		return err
 	}
 	_, err := s.appendTx(ctx, evs, true)
 	return err
@@ -169,40 +164,48 @@ func (s *Store) queryEvents(ctx context.Context, q string, args ...any) ([]store
 	})
 }
 
-// readTx runs fn in one read-only repeatable-read transaction, so that
-// what it reads in several queries is one state of the ledger.
-func (s *Store) readTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
-	return pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, fn)
+// turnSource is runID's turn record inside tx.
+type turnSource struct {
+	ctx   context.Context
+	tx    pgx.Tx
+	runID string
 }
 
-// eventParts reads the events of runID a turn record names, inside tx.
-func eventParts(ctx context.Context, tx pgx.Tx, runID string) turnref.Parts {
-	return func(seqs []int64) (map[int64]*turnref.Part, error) {
-		out := make(map[int64]*turnref.Part, len(seqs))
-		if len(seqs) == 0 {
-			return out, nil
-		}
-		rows, err := tx.Query(ctx, `SELECT seq, type, data, at FROM events WHERE run_id = $1 AND seq = ANY($2)`, runID, seqs)
-		if err != nil {
-			return nil, err
-		}
-		var seq int64
-		var typ string
-		var data []byte
-		var at *time.Time
-		_, err = pgx.ForEachRow(rows, []any{&seq, &typ, &data, &at}, func() error {
-			p, err := turnref.NewPart(seq, drover.EventType(typ), timeVal(at), data)
-			out[seq] = p
-			return err
-		})
-		return out, err
+func (t turnSource) Messages() ([]store.Message, error) {
+	rows, err := t.tx.Query(t.ctx, `SELECT idx, role, content, tool_use_id FROM messages WHERE run_id = $1 ORDER BY idx`, t.runID)
+	if err != nil {
+		return nil, err
 	}
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (store.Message, error) {
+		m := store.Message{RunID: t.runID}
+		return m, row.Scan(&m.Index, &m.Role, &m.Content, &m.ToolUseID)
+	})
 }
 
-// refsJSON returns the turn_refs column col of runID, nil when the run has
+func (t turnSource) Calls() ([]turnref.OrdCall, error) {
+	rows, err := t.tx.Query(t.ctx, `SELECT ord, id, name, input, status, output, started_at, ended_at
+		FROM tool_calls WHERE run_id = $1 ORDER BY ord`, t.runID)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (turnref.OrdCall, error) {
+		c := turnref.OrdCall{ToolCall: store.ToolCall{RunID: t.runID}}
+		var started, ended *time.Time
+		if err := row.Scan(&c.Ord, &c.ID, &c.Name, &c.Input, &c.Status, &c.Output, &started, &ended); err != nil {
+			return c, err
+		}
+		if len(c.Input) == 0 {
+			c.Input = nil
+		}
+		c.StartedAt, c.EndedAt = timeVal(started), timeVal(ended)
+		return c, nil
+	})
+}
+
+// Refs returns the turn_refs column name of the run, nil when the run has
 // no references.
-func refsJSON(ctx context.Context, tx pgx.Tx, runID, col string) ([]byte, error) {
-	rows, err := tx.Query(ctx, `SELECT `+col+` FROM turn_refs WHERE run_id = $1`, runID)
+func (t turnSource) Refs(name string) ([]byte, error) {
+	rows, err := t.tx.Query(t.ctx, `SELECT `+name+` FROM turn_refs WHERE run_id = $1`, t.runID)
 	if err != nil {
 		return nil, err
 	}
@@ -213,70 +216,51 @@ func refsJSON(ctx context.Context, tx pgx.Tx, runID, col string) ([]byte, error)
 	return js[0], nil
 }
 
-// Messages returns a run's messages by Index; none for an unknown run.
-func (s *Store) Messages(ctx context.Context, runID string) ([]store.Message, error) {
-	var out []store.Message
-	err := s.readTx(ctx, func(tx pgx.Tx) error {
-		rows, err := tx.Query(ctx, `SELECT idx, role, content, tool_use_id FROM messages WHERE run_id = $1 ORDER BY idx`, runID)
-		if err != nil {
-			return err
-		}
-		given, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (store.Message, error) {
-			m := store.Message{RunID: runID}
-			return m, row.Scan(&m.Index, &m.Role, &m.Content, &m.ToolUseID)
-		})
-		if err != nil {
-			return err
-		}
-		js, err := refsJSON(ctx, tx, runID, "messages")
-		if err != nil {
-			return err
-		}
-		refs, err := turnref.Messages(runID, js, eventParts(ctx, tx, runID))
-		out = turnref.MergeMessages(given, refs)
+// Parts reads the events of the run a turn record names.
+func (t turnSource) Parts(seqs []int64) (map[int64]*turnref.Part, error) {
+	out := make(map[int64]*turnref.Part, len(seqs))
+	rows, err := t.tx.Query(t.ctx, `SELECT seq, type, data, at FROM events WHERE run_id = $1 AND seq = ANY($2)`, t.runID, seqs)
+	if err != nil {
+		return nil, err
+	}
+	var seq int64
+	var typ string
+	var data []byte
+	var at *time.Time
+	_, err = pgx.ForEachRow(rows, []any{&seq, &typ, &data, &at}, func() error {
+		p, err := turnref.NewPart(seq, drover.EventType(typ), timeVal(at), data)
+		out[seq] = p
 		return err
 	})
+	return out, err
+}
+
+// readTurn runs read on runID's turn record in one read-only
+// repeatable-read transaction: all of it is one state of the ledger.
+func (s *Store) readTurn(ctx context.Context, runID, what string, read func(turnref.Source) error) error {
+	err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly},
+		func(tx pgx.Tx) error { return read(turnSource{ctx, tx, runID}) })
 	if err != nil {
-		return nil, fmt.Errorf("messages of %s: %w", runID, err)
+		return fmt.Errorf("%s %s: %w", what, runID, err)
 	}
-	return out, nil
+	return nil
+}
+
+// Messages returns a run's messages by Index; none for an unknown run.
+func (s *Store) Messages(ctx context.Context, runID string) (out []store.Message, err error) {
+	err = s.readTurn(ctx, runID, "messages of", func(src turnref.Source) (err error) {
+		out, err = turnref.ReadMessages(runID, src)
+		return err
+	})
+	return out, err
 }
 
 // ToolCalls returns a run's tool calls in the order FinishRun was given
 // them; none for an unknown run.
-func (s *Store) ToolCalls(ctx context.Context, runID string) ([]store.ToolCall, error) {
-	var out []store.ToolCall
-	err := s.readTx(ctx, func(tx pgx.Tx) error {
-		rows, err := tx.Query(ctx, `SELECT ord, id, name, input, status, output, started_at, ended_at
-			FROM tool_calls WHERE run_id = $1 ORDER BY ord`, runID)
-		if err != nil {
-			return err
-		}
-		given, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (turnref.OrdCall, error) {
-			c := turnref.OrdCall{ToolCall: store.ToolCall{RunID: runID}}
-			var started, ended *time.Time
-			if err := row.Scan(&c.Ord, &c.ID, &c.Name, &c.Input, &c.Status, &c.Output, &started, &ended); err != nil {
-				return c, err
-			}
-			if len(c.Input) == 0 {
-				c.Input = nil
-			}
-			c.StartedAt, c.EndedAt = timeVal(started), timeVal(ended)
-			return c, nil
-		})
-		if err != nil {
-			return err
-		}
-		js, err := refsJSON(ctx, tx, runID, "tool_calls")
-		if err != nil {
-			return err
-		}
-		refs, err := turnref.Calls(runID, js, eventParts(ctx, tx, runID))
-		out = turnref.MergeCalls(given, refs)
+func (s *Store) ToolCalls(ctx context.Context, runID string) (out []store.ToolCall, err error) {
+	err = s.readTurn(ctx, runID, "tool calls of", func(src turnref.Source) (err error) {
+		out, err = turnref.ReadCalls(runID, src)
 		return err
 	})
-	if err != nil {
-		return nil, fmt.Errorf("tool calls of %s: %w", runID, err)
-	}
-	return out, nil
+	return out, err
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -24,11 +25,12 @@ import (
 func open(t testing.TB, u string, opts ...postgres.Option) *postgres.Store {
 	t.Helper()
 	s, err := postgres.Open(context.Background(), u, opts...)
-	if err != nil {
-		t.Fatalf("Open: %v", err)
+	if err == nil {
+		t.Cleanup(func() { s.Close() })
+		return s
 	}
-	t.Cleanup(func() { s.Close() })
-	return s
+	t.Fatalf("Open(%s): %v", u, err)
+	return nil
 }
 
 // conn is a plain connection to u, independent of any Store.
@@ -50,12 +52,15 @@ func ev(run string, seq int64) store.Event {
 	return store.Event{RunID: run, Seq: seq, Type: drover.TypeText, JSON: json.RawMessage(js), Time: time.UnixMicro(1773500966535000 + seq)}
 }
 
+// mkRuns creates runs ids in s.
 func mkRuns(t testing.TB, s store.Store, ids ...string) {
 	t.Helper()
+	var errs []error
 	for _, id := range ids {
-		if err := s.CreateRun(context.Background(), &store.Run{ID: id, Agent: "claude", Prompt: "p"}); err != nil {
-			t.Fatal(err)
-		}
+		errs = append(errs, s.CreateRun(context.Background(), &store.Run{ID: id, Agent: "claude", Prompt: "p"}))
+	}
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -63,16 +68,15 @@ func mkRuns(t testing.TB, s store.Store, ids ...string) {
 func seqsOf(t *testing.T, s store.Store, run string, n int) {
 	t.Helper()
 	evs, err := s.Events(t.Context(), run, 0, 0)
-	if err != nil {
-		t.Fatal(err)
+	got, want := make([]int64, len(evs)), make([]int64, n)
+	for i := range got {
+		got[i] = evs[i].Seq
 	}
-	for i, e := range evs {
-		if e.Seq != int64(i+1) {
-			t.Fatalf("%s: event %d has seq %d", run, i, e.Seq)
-		}
+	for i := range want {
+		want[i] = int64(i + 1)
 	}
-	if len(evs) != n {
-		t.Fatalf("%s: %d events, want %d", run, len(evs), n)
+	if err != nil || !slices.Equal(got, want) {
+		t.Fatalf("%s: seqs %v (%v), want 1..%d", run, got, err, n)
 	}
 }
 
@@ -109,33 +113,38 @@ func TestLED6_ConcurrentOpen(t *testing.T) {
 	}
 }
 
-// LED-6: a database migrated by a newer drover is refused, not damaged;
-// ExistingOnly opens a ledger but creates none.
+// LED-6: ExistingOnly opens a ledger but creates none; a database
+// migrated by a newer drover is refused, not damaged.
 func TestLED6_SchemaVersions(t *testing.T) {
 	u := pgtest.NewDatabase(t)
-	_, err := postgres.Open(t.Context(), u, postgres.ExistingOnly())
-	if !errors.Is(err, postgres.ErrNoLedger) {
-		t.Fatalf("ExistingOnly on an empty database: %v", err)
-	}
-	var tables int
 	c := conn(t, u)
-	if err := c.QueryRow(t.Context(), `SELECT COUNT(*) FROM pg_tables WHERE schemaname = 'public'`).Scan(&tables); err != nil || tables != 0 {
-		t.Fatalf("ExistingOnly left %d tables (%v)", tables, err)
-	}
-	mkRuns(t, open(t, u), "r1")
-	if _, err := open(t, u, postgres.ExistingOnly()).GetRun(t.Context(), "r1"); err != nil {
-		t.Fatalf("ExistingOnly on a ledger: %v", err)
-	}
-	if _, err := c.Exec(t.Context(), `INSERT INTO drover_migrations (version, name) VALUES (9999, '9999_future.sql')`); err != nil {
-		t.Fatal(err)
-	}
-	s, err := postgres.Open(t.Context(), u)
-	if err == nil {
-		s.Close()
-		t.Fatal("Open accepted a newer schema")
-	}
-	if !strings.Contains(err.Error(), "newer") {
-		t.Fatalf("Open: %v", err)
+	for i, step := range []struct {
+		sql  string // run first
+		opts []postgres.Option
+		want string // in Open's error; "" for success
+		tabs int    // tables there after
+	}{
+		{"", []postgres.Option{postgres.ExistingOnly()}, "no drover ledger in this database", 0},
+		{"", nil, "", 8},
+		{"", []postgres.Option{postgres.ExistingOnly()}, "", 8},
+		{`INSERT INTO drover_migrations (version, name) VALUES (9999, '9999_future.sql')`, nil, "newer than this drover knows", 8},
+	} {
+		if step.sql != "" {
+			if _, err := c.Exec(t.Context(), step.sql); err != nil {
+				t.Fatal(err)
+			}
+		}
+		s, err := postgres.Open(t.Context(), u, step.opts...)
+		if err == nil {
+			s.Close()
+		}
+		if (err == nil) != (step.want == "") || (err != nil && !strings.Contains(err.Error(), step.want)) {
+			t.Fatalf("step %d: Open: %v, want %q", i, err, step.want)
+		}
+		var tabs int
+		if err := c.QueryRow(t.Context(), `SELECT COUNT(*) FROM pg_tables WHERE schemaname = 'public'`).Scan(&tabs); err != nil || tabs != step.tabs {
+			t.Fatalf("step %d: %d tables (%v), want %d", i, tabs, err, step.tabs)
+		}
 	}
 }
 

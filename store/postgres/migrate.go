@@ -54,18 +54,12 @@ func migrate(ctx context.Context, pool *pgxpool.Pool, existingOnly bool) error {
 		if err := tx.QueryRow(ctx, `SELECT COALESCE(MAX(version), 0) FROM drover_migrations`).Scan(&cur); err != nil {
 			return fmt.Errorf("migrate: %w", err)
 		}
-		pending, err := schema.Pending(ms, cur)
-		if err != nil {
+		return schema.Apply(ms, cur, func(m schema.Migration) error {
+			if _, err := tx.Exec(ctx, m.SQL); err != nil { // several statements: the simple protocol
+				return err
+			}
+			_, err := tx.Exec(ctx, `INSERT INTO drover_migrations (version, name) VALUES ($1, $2)`, m.Version, m.Name)
 			return err
-		}
-		for _, m := range pending {
-			if _, err := tx.Exec(ctx, m.SQL); err != nil {
-				return fmt.Errorf("migration %s: %w", m.Name, err)
-			}
-			if _, err := tx.Exec(ctx, `INSERT INTO drover_migrations (version, name) VALUES ($1, $2)`, m.Version, m.Name); err != nil {
-				return fmt.Errorf("migration %s: %w", m.Name, err)
-			}
-		}
-		return nil
+		})
 	})
 }

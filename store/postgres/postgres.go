@@ -100,9 +100,7 @@ var (
 type config struct {
 	existingOnly bool
 	maxConns     int32
-	maxEvents    int
-	maxBytes     int
-	commitDelay  time.Duration
+	batch        batch.Config
 }
 
 // Option tunes [Open].
@@ -129,14 +127,7 @@ func WithMaxConns(n int) Option {
 // events events and about bytes bytes of event JSON (defaults 1024 events,
 // 4 MiB). Values ≤ 0 keep the default.
 func WithBatchLimits(events, bytes int) Option {
-	return func(c *config) {
-		if events > 0 {
-			c.maxEvents = events
-		}
-		if bytes > 0 {
-			c.maxBytes = bytes
-		}
-	}
+	return func(c *config) { c.batch.SetLimits(events, bytes) }
 }
 
 // WithCommitDelay sets how long the batched writer lets a steady stream
@@ -144,7 +135,7 @@ func WithBatchLimits(events, bytes int) Option {
 // larger commits, at that much added latency under load. An idle writer
 // never waits. 0 commits as soon as the previous commit ends.
 func WithCommitDelay(d time.Duration) Option {
-	return func(c *config) { c.commitDelay = max(d, 0) }
+	return func(c *config) { c.batch.CommitDelay = max(d, 0) }
 }
 
 // Open connects to the database named by url (postgres://user:pass@host:
@@ -160,7 +151,7 @@ func WithCommitDelay(d time.Duration) Option {
 // The returned Store owns a batched event writer goroutine
 // ([Store.AppendAsync]); Close stops it.
 func Open(ctx context.Context, url string, opts ...Option) (*Store, error) {
-	cfg := config{maxEvents: 1024, maxBytes: 4 << 20, commitDelay: time.Millisecond}
+	cfg := config{batch: batch.Defaults()}
 	for _, o := range opts {
 		o(&cfg)
 	}
@@ -186,14 +177,9 @@ func Open(ctx context.Context, url string, opts ...Option) (*Store, error) {
 		pool.Close()
 		return nil, explain(err, pc.ConnConfig)
 	}
-	s.writer = batch.New(batch.Config{
-		MaxEvents:   cfg.maxEvents,
-		MaxBytes:    cfg.maxBytes,
-		CommitDelay: cfg.commitDelay,
-		Closed:      ErrClosed,
-		Write:       s.writeBatch,
-		RetryEach:   statementError,
-	})
+	bc := cfg.batch
+	bc.Closed, bc.Write, bc.RetryEach = ErrClosed, s.writeBatch, statementError
+	s.writer = batch.New(bc)
 	return s, nil
 }
 

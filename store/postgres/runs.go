@@ -12,17 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/drover-run/drover/store"
-	"github.com/drover-run/drover/store/internal/turnref"
-)
-
-// runInsertCols are the columns CreateRun writes; runCols what a query
-// reads, LastSeq coming from the run's events (one index seek).
-const (
-	runInsertCols = `id, agent, prompt, status, error, parent_id, session_id, resume_token,
-	options, timeout_ns, owner, pid, pgid, created_at, started_at, ended_at, done_status,
-	input_tokens, output_tokens, tool_uses, total_cost_usd, cache_read_tokens,
-	cache_write_tokens, reasoning_tokens, turns, duration_ms, cancel_requested`
-	runCols = runInsertCols + `, (SELECT COALESCE(MAX(seq), 0) FROM events WHERE run_id = runs.id)`
+	"github.com/drover-run/drover/store/internal/rules"
 )
 
 func scanRun(row pgx.Row) (store.Run, error) {
@@ -46,32 +36,15 @@ func scanRun(row pgx.Row) (store.Run, error) {
 	return r, nil
 }
 
-func validStatus(s store.RunStatus) bool {
-	switch s {
-	case store.StatusPending, store.StatusRunning, store.StatusCompleted, store.StatusFailed:
-		return true
-	}
-	return false
-}
-
 // CreateRun records a new run. It fills in r.Status (pending) and
 // r.CreatedAt (now) when they are zero; ErrConflict if the id exists.
 // r.LastSeq is ignored: a run's last seq is that of its last event.
 func (s *Store) CreateRun(ctx context.Context, r *store.Run) error {
-	if r.ID == "" {
-		return errors.New("create run: empty id")
-	}
-	if r.Status == "" {
-		r.Status = store.StatusPending
-	}
-	if !validStatus(r.Status) {
-		return fmt.Errorf("create run %s: unknown status %q", r.ID, r.Status)
-	}
-	if r.CreatedAt.IsZero() {
-		r.CreatedAt = now()
+	if err := rules.NewRun(r, now()); err != nil {
+		return err
 	}
 	u := r.Usage
-	_, err := s.pool.Exec(ctx, `INSERT INTO runs (`+runInsertCols+`) VALUES (`+params(1, 27)+`)`,
+	_, err := s.pool.Exec(ctx, `INSERT INTO runs (`+rules.RunInsertCols+`) VALUES (`+params(1, 27)+`)`,
 		r.ID, r.Agent, r.Prompt, string(r.Status), r.Error, r.ParentID, r.SessionID, r.ResumeToken,
 		jsonArg(r.Options), int64(r.Timeout), r.Owner, r.Pid, r.Pgid,
 		timeArg(r.CreatedAt), timeArg(r.StartedAt), timeArg(r.EndedAt), string(r.DoneStatus),
@@ -114,22 +87,13 @@ func runStatus(ctx context.Context, tx pgx.Tx, id, lock string) (store.RunStatus
 // when zero); for a run already running it replaces the process ids.
 // ErrNotFound if unknown; ErrConflict if it has ended.
 func (s *Store) StartRun(ctx context.Context, id string, pid, pgid int, at time.Time) error {
-	if at.IsZero() {
-		at = time.Now()
-	}
+	rules.Default(&at, now())
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
-		st, err := runStatus(ctx, tx, id, "FOR NO KEY UPDATE")
-		if err != nil {
-			return err
-		}
-		switch st {
-		case store.StatusPending:
-			_, err = tx.Exec(ctx, `UPDATE runs SET status = 'running', pid = $1, pgid = $2, started_at = $3 WHERE id = $4`,
-				pid, pgid, at, id)
-		case store.StatusRunning:
-			_, err = tx.Exec(ctx, `UPDATE runs SET pid = $1, pgid = $2 WHERE id = $3`, pid, pgid, id)
-		default:
-			err = fmt.Errorf("run is %s: %w", st, store.ErrConflict)
+		// One statement either way: a first start sets the start time.
+		first, err := rules.Start(runStatus(ctx, tx, id, "FOR NO KEY UPDATE"))
+		if err == nil {
+			_, err = tx.Exec(ctx, `UPDATE runs SET status = 'running', pid = $1, pgid = $2,
+				started_at = CASE WHEN $3 THEN $4 ELSE started_at END WHERE id = $5`, pid, pgid, first, at, id)
 		}
 		return err
 	})
@@ -148,23 +112,13 @@ func (s *Store) StartRun(ctx context.Context, id string, pid, pgid int, at time.
 // fields) are stored as those seqs, in one turn_refs row (package
 // store/internal/turnref).
 func (s *Store) FinishRun(ctx context.Context, f store.Finish) error {
-	if !f.Status.Terminal() {
-		return fmt.Errorf("finish run %s: status %q is not completed or failed", f.RunID, f.Status)
-	}
-	if f.EndedAt.IsZero() {
-		f.EndedAt = time.Now()
-	}
-	msgs, calls, refs, err := turnref.Split(f)
+	msgs, calls, refs, err := rules.Finish(&f, now())
 	if err != nil {
 		return fmt.Errorf("finish run %s: %w", f.RunID, err)
 	}
 	err = s.inTx(ctx, func(tx pgx.Tx) error {
-		st, err := runStatus(ctx, tx, f.RunID, "FOR NO KEY UPDATE")
-		if err != nil {
+		if err := rules.Live(runStatus(ctx, tx, f.RunID, "FOR NO KEY UPDATE")); err != nil {
 			return err
-		}
-		if st.Terminal() {
-			return fmt.Errorf("run already %s: %w", st, store.ErrConflict)
 		}
 		if !refs.Empty() {
 			var last int64
@@ -232,12 +186,9 @@ func (s *Store) FinishRun(ctx context.Context, f store.Finish) error {
 
 // GetRun returns one run; ErrNotFound if unknown.
 func (s *Store) GetRun(ctx context.Context, id string) (*store.Run, error) {
-	r, err := scanRun(s.pool.QueryRow(ctx, `SELECT `+runCols+` FROM runs WHERE id = $1`, id))
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, fmt.Errorf("run %s: %w", id, store.ErrNotFound)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("get run %s: %w", id, err)
+	r, err := scanRun(s.pool.QueryRow(ctx, `SELECT `+rules.RunCols+` FROM runs WHERE id = $1`, id))
+	if err := rules.Found("run", id, err, pgx.ErrNoRows); err != nil {
+		return nil, err
 	}
 	return &r, nil
 }
@@ -245,47 +196,16 @@ func (s *Store) GetRun(ctx context.Context, id string) (*store.Run, error) {
 // ListRuns returns the runs matching f, newest first (by CreatedAt, then
 // by insertion).
 func (s *Store) ListRuns(ctx context.Context, f store.RunFilter) ([]store.Run, error) {
-	var where []string
-	var args []any
-	arg := func(cond string, v any) {
-		args = append(args, v)
-		where = append(where, strings.ReplaceAll(cond, "$", "$"+strconv.Itoa(len(args))))
-	}
-	if len(f.Status) > 0 {
-		sts := make([]string, len(f.Status))
-		for i, st := range f.Status {
-			sts[i] = string(st)
-		}
-		arg(`status = ANY($)`, sts)
-	}
-	if f.Agent != "" {
-		arg(`agent = $`, f.Agent)
-	}
-	// The "<> ''" terms let PostgreSQL use the partial indexes.
-	if f.SessionID != "" {
-		arg(`session_id = $ AND session_id <> ''`, f.SessionID)
-	}
-	if f.ParentID != "" {
-		arg(`parent_id = $ AND parent_id <> ''`, f.ParentID)
-	}
-	if !f.Since.IsZero() {
-		arg(`created_at >= $`, f.Since)
-	}
-	q := `SELECT ` + runCols + ` FROM runs`
-	if len(where) > 0 {
-		q += ` WHERE ` + strings.Join(where, ` AND `)
-	}
-	args = append(args, limitArg(f.Limit))
-	q += ` ORDER BY created_at DESC, n DESC LIMIT $` + strconv.Itoa(len(args))
+	q, args := rules.ListRuns(f, "n", func(n int) string { return "$" + strconv.Itoa(n) }, timeArg)
 	return s.queryRuns(ctx, "list runs", q, args...)
 }
 
 func (s *Store) queryRuns(ctx context.Context, what, q string, args ...any) ([]store.Run, error) {
 	rows, err := s.pool.Query(ctx, q, args...)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", what, err)
+	var out []store.Run
+	if err == nil {
+		out, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (store.Run, error) { return scanRun(row) })
 	}
-	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (store.Run, error) { return scanRun(row) })
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", what, err)
 	}
@@ -293,12 +213,9 @@ func (s *Store) queryRuns(ctx context.Context, what, q string, args ...any) ([]s
 }
 
 // Children returns the runs whose parent is id, oldest first; none (and no
-// error) for an unknown id.
+// error) for an unknown id, or for "" (no run has that parent).
 func (s *Store) Children(ctx context.Context, id string) ([]store.Run, error) {
-	if id == "" {
-		return nil, nil
-	}
-	return s.queryRuns(ctx, "children of "+id, `SELECT `+runCols+` FROM runs
+	return s.queryRuns(ctx, "children of "+id, `SELECT `+rules.RunCols+` FROM runs
 		WHERE parent_id = $1 AND parent_id <> '' ORDER BY created_at, n`, id)
 }
 
@@ -306,9 +223,8 @@ func (s *Store) Children(ctx context.Context, id string) ([]store.Run, error) {
 // owner. It is idempotent, and unknown or ended runs are not an error (and
 // are left unchanged) (RUN-3).
 func (s *Store) RequestCancel(ctx context.Context, id string) error {
-	_, err := s.pool.Exec(ctx, `UPDATE runs SET cancel_requested = true
-		WHERE id = $1 AND status IN ('pending', 'running') AND NOT cancel_requested`, id)
-	if err != nil {
+	if _, err := s.pool.Exec(ctx, `UPDATE runs SET cancel_requested = true
+		WHERE id = $1 AND status IN ('pending', 'running') AND NOT cancel_requested`, id); err != nil {
 		return fmt.Errorf("request cancel %s: %w", id, err)
 	}
 	return nil
@@ -316,6 +232,6 @@ func (s *Store) RequestCancel(ctx context.Context, id string) error {
 
 // Unfinished returns the runs left pending or running, oldest first.
 func (s *Store) Unfinished(ctx context.Context) ([]store.Run, error) {
-	return s.queryRuns(ctx, "unfinished runs", `SELECT `+runCols+` FROM runs
+	return s.queryRuns(ctx, "unfinished runs", `SELECT `+rules.RunCols+` FROM runs
 		WHERE status IN ('pending', 'running') ORDER BY created_at, n`)
 }

@@ -2,13 +2,13 @@ package postgres
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/drover-run/drover/store"
+	"github.com/drover-run/drover/store/internal/rules"
 )
 
 const sessionCols = `id, agent, resume_token, head_run_id, heads, created_at, updated_at`
@@ -29,26 +29,18 @@ func scanSession(row pgx.CollectableRow) (store.Session, error) {
 // PutSession creates the session or replaces every field of an existing
 // one. CreatedAt and UpdatedAt default to now when zero.
 func (s *Store) PutSession(ctx context.Context, ss *store.Session) error {
-	if ss.ID == "" {
-		return errors.New("put session: empty id")
-	}
-	now := now()
-	if ss.CreatedAt.IsZero() {
-		ss.CreatedAt = now
-	}
-	if ss.UpdatedAt.IsZero() {
-		ss.UpdatedAt = now
+	if err := rules.NewSession(ss, now()); err != nil {
+		return err
 	}
 	heads := ss.Heads
 	if heads == nil {
 		heads = []string{}
 	}
-	_, err := s.pool.Exec(ctx, `INSERT INTO sessions (`+sessionCols+`) VALUES ($1, $2, $3, $4, $5, $6, $7)
+	if _, err := s.pool.Exec(ctx, `INSERT INTO sessions (`+sessionCols+`) VALUES ($1, $2, $3, $4, $5, $6, $7)
 		ON CONFLICT (id) DO UPDATE SET agent = excluded.agent, resume_token = excluded.resume_token,
 			head_run_id = excluded.head_run_id, heads = excluded.heads,
 			created_at = excluded.created_at, updated_at = excluded.updated_at`,
-		ss.ID, ss.Agent, ss.ResumeToken, ss.HeadRunID, heads, ss.CreatedAt, ss.UpdatedAt)
-	if err != nil {
+		ss.ID, ss.Agent, ss.ResumeToken, ss.HeadRunID, heads, ss.CreatedAt, ss.UpdatedAt); err != nil {
 		return fmt.Errorf("put session %s: %w", ss.ID, err)
 	}
 	return nil
@@ -60,9 +52,7 @@ func (s *Store) PutSession(ctx context.Context, ss *store.Session) error {
 // advances, from any process, wait for each other, and each then builds on
 // the one before, so none is lost. ErrNotFound if the session is unknown.
 func (s *Store) AdvanceSession(ctx context.Context, id, runID, resumeToken string, at time.Time) error {
-	if at.IsZero() {
-		at = time.Now()
-	}
+	rules.Default(&at, now())
 	tag, err := s.pool.Exec(ctx, `UPDATE sessions SET
 			heads = CASE WHEN head_run_id <> '' THEN array_append(heads, head_run_id) ELSE heads END,
 			head_run_id = $2, resume_token = $3, updated_at = $4
@@ -79,15 +69,12 @@ func (s *Store) AdvanceSession(ctx context.Context, id, runID, resumeToken strin
 // GetSession returns one session (Heads never nil); ErrNotFound if unknown.
 func (s *Store) GetSession(ctx context.Context, id string) (*store.Session, error) {
 	rows, err := s.pool.Query(ctx, `SELECT `+sessionCols+` FROM sessions WHERE id = $1`, id)
-	if err != nil {
-		return nil, fmt.Errorf("get session %s: %w", id, err)
+	var ss store.Session
+	if err == nil {
+		ss, err = pgx.CollectExactlyOneRow(rows, scanSession)
 	}
-	ss, err := pgx.CollectExactlyOneRow(rows, scanSession)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, fmt.Errorf("session %s: %w", id, store.ErrNotFound)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("get session %s: %w", id, err)
+	if err := rules.Found("session", id, err, pgx.ErrNoRows); err != nil {
+		return nil, err
 	}
 	return &ss, nil
 }

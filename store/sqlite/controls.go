@@ -10,20 +10,15 @@ import (
 	"time"
 
 	"github.com/drover-run/drover/store"
+	"github.com/drover-run/drover/store/internal/rules"
 )
 
 // PostControl queues m for its run's owner (migrations/0003_controls.sql).
 func (s *Store) PostControl(ctx context.Context, m *store.ControlMessage) error {
-	if m.CreatedAt.IsZero() {
-		m.CreatedAt = time.Now()
-	}
+	rules.Default(&m.CreatedAt, time.Now())
 	return s.inTx(ctx, func(tx *sql.Tx) error {
-		st, err := runStatus(ctx, tx, m.RunID)
-		if err != nil {
+		if err := rules.Live(runStatus(ctx, tx, m.RunID)); err != nil {
 			return fmt.Errorf("post control to %s: %w", m.RunID, err)
-		}
-		if st.Terminal() {
-			return fmt.Errorf("post control to %s: run %s: %w", m.RunID, st, store.ErrConflict)
 		}
 		return tx.QueryRowContext(ctx, `INSERT INTO controls (run_id, kind, payload, by, created_at)
 			VALUES (?, ?, ?, ?, ?) RETURNING id`, m.RunID, m.Kind, jsonArg(m.Payload), m.By, timeArg(m.CreatedAt)).Scan(&m.ID)

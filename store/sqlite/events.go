@@ -160,13 +160,8 @@ func jsonText(b []byte) string {
 // ≤ 0 is ErrConflict, a run that does not exist ErrNotFound, and then
 // nothing of evs is written.
 func (s *Store) AppendEvents(ctx context.Context, evs []store.Event) error {
-	if len(evs) == 0 {
-		return nil
-	}
-	for _, ev := range evs {
-		if err := batch.Validate(ev); err != nil {
-			return err
-		}
+	if err := batch.ValidateAll(evs); err != nil || len(evs) == 0 {
+		return err
 	}
 	return s.inTx(ctx, func(tx *sql.Tx) error {
 		errs, err := s.checkSeqs(ctx, tx, evs)
@@ -253,76 +248,28 @@ func (s *Store) queryEvents(ctx context.Context, q string, args ...any) ([]store
 }
 
 // Messages returns a run's messages by Index; none for an unknown run.
-func (s *Store) Messages(ctx context.Context, runID string) ([]store.Message, error) {
-	var out []store.Message
-	err := s.readTx(ctx, func(tx *sql.Tx) error {
-		rows, err := tx.QueryContext(ctx, `SELECT idx, role, content, tool_use_id FROM messages WHERE run_id = ? ORDER BY idx`, runID)
-		if err != nil {
-			return err
-		}
-		defer rows.Close()
-		for rows.Next() {
-			m := store.Message{RunID: runID}
-			if err := rows.Scan(&m.Index, &m.Role, &m.Content, &m.ToolUseID); err != nil {
-				return err
-			}
-			out = append(out, m)
-		}
-		if err := rows.Err(); err != nil {
-			return err
-		}
-		js, err := refsJSON(ctx, tx, runID, "messages")
-		if err != nil {
-			return err
-		}
-		refs, err := turnref.Messages(runID, js, eventParts(ctx, tx, runID))
-		out = turnref.MergeMessages(out, refs)
+func (s *Store) Messages(ctx context.Context, runID string) (out []store.Message, err error) {
+	err = s.readTx(ctx, func(tx *sql.Tx) (err error) {
+		out, err = turnref.ReadMessages(runID, turnSource{ctx, tx, runID})
 		return err
 	})
-	if err != nil {
-		return nil, fmt.Errorf("messages of %s: %w", runID, err)
-	}
-	return out, nil
+	return out, wrapErr(err, "messages of "+runID)
 }
 
 // ToolCalls returns a run's tool calls in the order FinishRun was given
 // them; none for an unknown run.
-func (s *Store) ToolCalls(ctx context.Context, runID string) ([]store.ToolCall, error) {
-	var out []store.ToolCall
-	err := s.readTx(ctx, func(tx *sql.Tx) error {
-		rows, err := tx.QueryContext(ctx, `SELECT ord, id, name, input, status, output, started_at, ended_at
-			FROM tool_calls WHERE run_id = ? ORDER BY ord`, runID)
-		if err != nil {
-			return err
-		}
-		defer rows.Close()
-		var given []turnref.OrdCall
-		for rows.Next() {
-			c := turnref.OrdCall{ToolCall: store.ToolCall{RunID: runID}}
-			var input sql.NullString
-			var status string
-			var started, ended sql.NullInt64
-			if err := rows.Scan(&c.Ord, &c.ID, &c.Name, &input, &status, &c.Output, &started, &ended); err != nil {
-				return err
-			}
-			c.Input = jsonVal(input)
-			c.Status = drover.ToolStatus(status)
-			c.StartedAt, c.EndedAt = timeVal(started), timeVal(ended)
-			given = append(given, c)
-		}
-		if err := rows.Err(); err != nil {
-			return err
-		}
-		js, err := refsJSON(ctx, tx, runID, "tool_calls")
-		if err != nil {
-			return err
-		}
-		refs, err := turnref.Calls(runID, js, eventParts(ctx, tx, runID))
-		out = turnref.MergeCalls(given, refs)
+func (s *Store) ToolCalls(ctx context.Context, runID string) (out []store.ToolCall, err error) {
+	err = s.readTx(ctx, func(tx *sql.Tx) (err error) {
+		out, err = turnref.ReadCalls(runID, turnSource{ctx, tx, runID})
 		return err
 	})
+	return out, wrapErr(err, "tool calls of "+runID)
+}
+
+// wrapErr is err with what was being done, nil for nil.
+func wrapErr(err error, what string) error {
 	if err != nil {
-		return nil, fmt.Errorf("tool calls of %s: %w", runID, err)
+		return fmt.Errorf("%s: %w", what, err)
 	}
-	return out, nil
+	return nil
 }

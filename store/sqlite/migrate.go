@@ -41,18 +41,16 @@ func migrate(ctx context.Context, db *sql.DB) error {
 	if err := tx.QueryRowContext(ctx, `SELECT COALESCE(MAX(version), 0) FROM schema_migrations`).Scan(&cur); err != nil {
 		return fmt.Errorf("migrate: %w", err)
 	}
-	pending, err := schema.Pending(ms, cur)
+	err = schema.Apply(ms, cur, func(m schema.Migration) error {
+		if _, err := tx.ExecContext(ctx, m.SQL); err != nil {
+			return err
+		}
+		_, err := tx.ExecContext(ctx, `INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)`,
+			m.Version, m.Name, time.Now().UnixNano())
+		return err
+	})
 	if err != nil {
 		return err
-	}
-	for _, m := range pending {
-		if _, err := tx.ExecContext(ctx, m.SQL); err != nil {
-			return fmt.Errorf("migration %s: %w", m.Name, err)
-		}
-		if _, err := tx.ExecContext(ctx, `INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)`,
-			m.Version, m.Name, time.Now().UnixNano()); err != nil {
-			return fmt.Errorf("migration %s: %w", m.Name, err)
-		}
 	}
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("migrate: %w", err)

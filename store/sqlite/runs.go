@@ -10,17 +10,7 @@ import (
 
 	"github.com/drover-run/drover"
 	"github.com/drover-run/drover/store"
-	"github.com/drover-run/drover/store/internal/turnref"
-)
-
-// runInsertCols are the columns CreateRun writes; runCols what a query
-// reads, LastSeq coming from the run's events (one index seek).
-const (
-	runInsertCols = `id, agent, prompt, status, error, parent_id, session_id, resume_token,
-	options, timeout_ns, owner, pid, pgid, created_at, started_at, ended_at, done_status,
-	input_tokens, output_tokens, tool_uses, total_cost_usd, cache_read_tokens,
-	cache_write_tokens, reasoning_tokens, turns, duration_ms, cancel_requested`
-	runCols = runInsertCols + `, (SELECT COALESCE(MAX(seq), 0) FROM events WHERE run_id = runs.id)`
+	"github.com/drover-run/drover/store/internal/rules"
 )
 
 type scanner interface{ Scan(dest ...any) error }
@@ -78,36 +68,19 @@ func usageArgs(u drover.Usage) []any {
 		opt(u.CacheReadTokens), opt(u.CacheWriteTokens), opt(u.ReasoningTokens), opt(u.Turns)}
 }
 
-func validStatus(s store.RunStatus) bool {
-	switch s {
-	case store.StatusPending, store.StatusRunning, store.StatusCompleted, store.StatusFailed:
-		return true
-	}
-	return false
-}
-
 // CreateRun records a new run. It fills in r.Status (pending) and
 // r.CreatedAt (now) when they are zero; ErrConflict if the id exists.
 // r.LastSeq is ignored: a run's last seq is that of its last event.
 func (s *Store) CreateRun(ctx context.Context, r *store.Run) error {
-	if r.ID == "" {
-		return errors.New("create run: empty id")
-	}
-	if r.Status == "" {
-		r.Status = store.StatusPending
-	}
-	if !validStatus(r.Status) {
-		return fmt.Errorf("create run %s: unknown status %q", r.ID, r.Status)
-	}
-	if r.CreatedAt.IsZero() {
-		r.CreatedAt = time.Now()
+	if err := rules.NewRun(r, time.Now()); err != nil {
+		return err
 	}
 	args := []any{r.ID, r.Agent, r.Prompt, string(r.Status), r.Error, r.ParentID, r.SessionID, r.ResumeToken,
 		jsonArg(r.Options), int64(r.Timeout), r.Owner, r.Pid, r.Pgid,
 		timeArg(r.CreatedAt), timeArg(r.StartedAt), timeArg(r.EndedAt), string(r.DoneStatus)}
 	args = append(args, usageArgs(r.Usage)...)
 	args = append(args, r.DurationMs, r.CancelRequested)
-	_, err := s.w.ExecContext(ctx, `INSERT INTO runs (`+runInsertCols+`) VALUES (`+placeholders(len(args))+`)`, args...)
+	_, err := s.w.ExecContext(ctx, `INSERT INTO runs (`+rules.RunInsertCols+`) VALUES (`+placeholders(len(args))+`)`, args...)
 	if isUniqueViolation(err) {
 		return fmt.Errorf("create run %s: %w", r.ID, store.ErrConflict)
 	}
@@ -134,22 +107,16 @@ func runStatus(ctx context.Context, tx *sql.Tx, id string) (store.RunStatus, err
 // StartRun moves a pending run to running with its process ids, at at (now
 // when zero). ErrNotFound if unknown; ErrConflict if it is not pending.
 func (s *Store) StartRun(ctx context.Context, id string, pid, pgid int, at time.Time) error {
-	if at.IsZero() {
-		at = time.Now()
-	}
+	rules.Default(&at, time.Now())
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
-		st, err := runStatus(ctx, tx, id)
-		if err != nil {
-			return err
-		}
-		switch st {
-		case store.StatusPending:
+		first, err := rules.Start(runStatus(ctx, tx, id))
+		switch {
+		case err != nil:
+		case first:
 			_, err = tx.ExecContext(ctx, `UPDATE runs SET status = 'running', pid = ?, pgid = ?, started_at = ? WHERE id = ?`,
 				pid, pgid, timeArg(at), id)
-		case store.StatusRunning:
-			_, err = tx.ExecContext(ctx, `UPDATE runs SET pid = ?, pgid = ? WHERE id = ?`, pid, pgid, id)
 		default:
-			err = fmt.Errorf("run is %s: %w", st, store.ErrConflict)
+			_, err = tx.ExecContext(ctx, `UPDATE runs SET pid = ?, pgid = ? WHERE id = ?`, pid, pgid, id)
 		}
 		return err
 	})
@@ -167,23 +134,13 @@ func (s *Store) StartRun(ctx context.Context, id string, pid, pgid int, at time.
 // ErrConflict. Messages and tool calls recorded by reference (their Seq
 // fields) are stored as those seqs, in one turn_refs row: see turn.go.
 func (s *Store) FinishRun(ctx context.Context, f store.Finish) error {
-	if !f.Status.Terminal() {
-		return fmt.Errorf("finish run %s: status %q is not completed or failed", f.RunID, f.Status)
-	}
-	if f.EndedAt.IsZero() {
-		f.EndedAt = time.Now()
-	}
-	inline, inlineCalls, refs, err := turnref.Split(f)
+	inline, inlineCalls, refs, err := rules.Finish(&f, time.Now())
 	if err != nil {
 		return fmt.Errorf("finish run %s: %w", f.RunID, err)
 	}
 	err = s.inTx(ctx, func(tx *sql.Tx) error {
-		st, err := runStatus(ctx, tx, f.RunID)
-		if err != nil {
+		if err := rules.Live(runStatus(ctx, tx, f.RunID)); err != nil {
 			return err
-		}
-		if st.Terminal() {
-			return fmt.Errorf("run already %s: %w", st, store.ErrConflict)
 		}
 		// Nobody will take what is still queued for a run that ended.
 		if _, err := tx.ExecContext(ctx, `DELETE FROM controls WHERE run_id = ?`, f.RunID); err != nil {
@@ -225,12 +182,9 @@ func (s *Store) FinishRun(ctx context.Context, f store.Finish) error {
 
 // GetRun returns one run; ErrNotFound if unknown.
 func (s *Store) GetRun(ctx context.Context, id string) (*store.Run, error) {
-	r, err := scanRun(s.r.QueryRowContext(ctx, `SELECT `+runCols+` FROM runs WHERE id = ?`, id))
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, fmt.Errorf("run %s: %w", id, store.ErrNotFound)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("get run %s: %w", id, err)
+	r, err := scanRun(s.r.QueryRowContext(ctx, `SELECT `+rules.RunCols+` FROM runs WHERE id = ?`, id))
+	if err := rules.Found("run", id, err, sql.ErrNoRows); err != nil {
+		return nil, err
 	}
 	return &r, nil
 }
@@ -238,40 +192,7 @@ func (s *Store) GetRun(ctx context.Context, id string) (*store.Run, error) {
 // ListRuns returns the runs matching f, newest first (by CreatedAt, then
 // by insertion).
 func (s *Store) ListRuns(ctx context.Context, f store.RunFilter) ([]store.Run, error) {
-	var where []string
-	var args []any
-	if len(f.Status) > 0 {
-		where = append(where, `status IN (`+placeholders(len(f.Status))+`)`)
-		for _, st := range f.Status {
-			args = append(args, string(st))
-		}
-	}
-	if f.Agent != "" {
-		where = append(where, `agent = ?`)
-		args = append(args, f.Agent)
-	}
-	// The "<> ''" terms let SQLite use the partial indexes.
-	if f.SessionID != "" {
-		where = append(where, `session_id = ? AND session_id <> ''`)
-		args = append(args, f.SessionID)
-	}
-	if f.ParentID != "" {
-		where = append(where, `parent_id = ? AND parent_id <> ''`)
-		args = append(args, f.ParentID)
-	}
-	if !f.Since.IsZero() {
-		where = append(where, `created_at >= ?`)
-		args = append(args, f.Since.UnixNano())
-	}
-	q := `SELECT ` + runCols + ` FROM runs`
-	if len(where) > 0 {
-		q += ` WHERE ` + strings.Join(where, ` AND `)
-	}
-	q += ` ORDER BY created_at DESC, rowid DESC`
-	if f.Limit > 0 {
-		q += ` LIMIT ?`
-		args = append(args, f.Limit)
-	}
+	q, args := rules.ListRuns(f, "rowid", func(int) string { return "?" }, timeArg)
 	return s.queryRuns(ctx, "list runs", q, args...)
 }
 
@@ -301,7 +222,7 @@ func (s *Store) Children(ctx context.Context, id string) ([]store.Run, error) {
 	if id == "" {
 		return nil, nil
 	}
-	return s.queryRuns(ctx, "children of "+id, `SELECT `+runCols+` FROM runs
+	return s.queryRuns(ctx, "children of "+id, `SELECT `+rules.RunCols+` FROM runs
 		WHERE parent_id = ? AND parent_id <> '' ORDER BY created_at, rowid`, id)
 }
 
@@ -319,7 +240,7 @@ func (s *Store) RequestCancel(ctx context.Context, id string) error {
 
 // Unfinished returns the runs left pending or running, oldest first.
 func (s *Store) Unfinished(ctx context.Context) ([]store.Run, error) {
-	return s.queryRuns(ctx, "unfinished runs", `SELECT `+runCols+` FROM runs
+	return s.queryRuns(ctx, "unfinished runs", `SELECT `+rules.RunCols+` FROM runs
 		WHERE status IN ('pending', 'running') ORDER BY created_at, rowid`)
 }
 

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/drover-run/drover/store"
+	"github.com/drover-run/drover/store/internal/rules"
 )
 
 const sessionCols = `id, agent, resume_token, head_run_id, heads, created_at, updated_at`
@@ -43,15 +44,8 @@ func headsArg(h []string) (string, error) {
 // PutSession creates the session or replaces every field of an existing
 // one. CreatedAt and UpdatedAt default to now when zero.
 func (s *Store) PutSession(ctx context.Context, ss *store.Session) error {
-	if ss.ID == "" {
-		return errors.New("put session: empty id")
-	}
-	now := time.Now()
-	if ss.CreatedAt.IsZero() {
-		ss.CreatedAt = now
-	}
-	if ss.UpdatedAt.IsZero() {
-		ss.UpdatedAt = now
+	if err := rules.NewSession(ss, time.Now()); err != nil {
+		return err
 	}
 	heads, err := headsArg(ss.Heads)
 	if err != nil {
@@ -73,9 +67,7 @@ func (s *Store) PutSession(ctx context.Context, ss *store.Session) error {
 // zero), in one transaction: concurrent advances, from any process, are
 // all kept. ErrNotFound if the session is unknown.
 func (s *Store) AdvanceSession(ctx context.Context, id, runID, resumeToken string, at time.Time) error {
-	if at.IsZero() {
-		at = time.Now()
-	}
+	rules.Default(&at, time.Now())
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
 		var head, headsJSON string
 		err := tx.QueryRowContext(ctx, `SELECT head_run_id, heads FROM sessions WHERE id = ?`, id).Scan(&head, &headsJSON)
@@ -109,11 +101,8 @@ func (s *Store) AdvanceSession(ctx context.Context, id, runID, resumeToken strin
 // GetSession returns one session (Heads never nil); ErrNotFound if unknown.
 func (s *Store) GetSession(ctx context.Context, id string) (*store.Session, error) {
 	ss, err := scanSession(s.r.QueryRowContext(ctx, `SELECT `+sessionCols+` FROM sessions WHERE id = ?`, id))
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, fmt.Errorf("session %s: %w", id, store.ErrNotFound)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("get session %s: %w", id, err)
+	if err := rules.Found("session", id, err, sql.ErrNoRows); err != nil {
+		return nil, err
 	}
 	return &ss, nil
 }

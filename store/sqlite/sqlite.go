@@ -43,6 +43,7 @@ import (
 	sqlite3 "modernc.org/sqlite/lib"
 
 	"github.com/drover-run/drover/store"
+	"github.com/drover-run/drover/store/internal/batch"
 )
 
 // ErrClosed is returned by the batched [Writer] once its Store is closed.
@@ -70,10 +71,8 @@ var (
 type config struct {
 	busyTimeout time.Duration
 	syncFull    bool
-	maxEvents   int
-	maxBytes    int
 	readConns   int
-	commitDelay time.Duration
+	batch       batch.Config
 }
 
 // Option tunes [Open].
@@ -97,14 +96,7 @@ func WithSynchronousFull() Option {
 // events events and about bytes bytes of event JSON (defaults 1024 events,
 // 4 MiB). Values ≤ 0 keep the default.
 func WithBatchLimits(events, bytes int) Option {
-	return func(c *config) {
-		if events > 0 {
-			c.maxEvents = events
-		}
-		if bytes > 0 {
-			c.maxBytes = bytes
-		}
-	}
+	return func(c *config) { c.batch.SetLimits(events, bytes) }
 }
 
 // WithCommitDelay sets how long the batched [Writer] lets a steady stream
@@ -112,7 +104,7 @@ func WithBatchLimits(events, bytes int) Option {
 // larger commits and less CPU, at that much added latency under load. An
 // idle writer never waits. 0 commits as soon as the previous commit ends.
 func WithCommitDelay(d time.Duration) Option {
-	return func(c *config) { c.commitDelay = max(d, 0) }
+	return func(c *config) { c.batch.CommitDelay = max(d, 0) }
 }
 
 // WithReadConns sets how many read connections may be open at once
@@ -137,10 +129,8 @@ func WithReadConns(n int) Option {
 func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 	cfg := config{
 		busyTimeout: 30 * time.Second,
-		maxEvents:   1024,
-		maxBytes:    4 << 20,
 		readConns:   max(2, runtime.GOMAXPROCS(0)),
-		commitDelay: time.Millisecond,
+		batch:       batch.Defaults(),
 	}
 	for _, o := range opts {
 		o(&cfg)

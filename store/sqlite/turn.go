@@ -6,6 +6,7 @@ import (
 	"errors"
 
 	"github.com/drover-run/drover"
+	"github.com/drover-run/drover/store"
 	"github.com/drover-run/drover/store/internal/turnref"
 )
 
@@ -31,48 +32,104 @@ func writeTurnRefs(ctx context.Context, tx *sql.Tx, runID string, refs turnref.R
 	return err
 }
 
-// eventParts reads the events of runID a turn record names, inside tx.
-func eventParts(ctx context.Context, tx *sql.Tx, runID string) turnref.Parts {
-	return func(seqs []int64) (map[int64]*turnref.Part, error) {
-		out := make(map[int64]*turnref.Part, len(seqs))
-		if len(seqs) == 0 {
-			return out, nil
+// turnSource is runID's turn record inside tx.
+type turnSource struct {
+	ctx   context.Context
+	tx    *sql.Tx
+	runID string
+}
+
+func (t turnSource) Messages() ([]store.Message, error) {
+	rows, err := t.tx.QueryContext(t.ctx, `SELECT idx, role, content, tool_use_id FROM messages WHERE run_id = ? ORDER BY idx`, t.runID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []store.Message
+	for rows.Next() {
+		m := store.Message{RunID: t.runID}
+		if err := rows.Scan(&m.Index, &m.Role, &m.Content, &m.ToolUseID); err != nil {
+			return nil, err
 		}
-		// One range scan of the run's events, skipping those not asked
-		// for: references are dense in a run's events, so this beats a
-		// seek each.
-		rows, err := tx.QueryContext(ctx, `SELECT seq, type, json, time FROM events
-			WHERE run_id = ? AND seq >= ? AND seq <= ? ORDER BY seq`, runID, seqs[0], seqs[len(seqs)-1])
+		out = append(out, m)
+	}
+	return out, rows.Err()
+}
+
+func (t turnSource) Calls() ([]turnref.OrdCall, error) {
+	rows, err := t.tx.QueryContext(t.ctx, `SELECT ord, id, name, input, status, output, started_at, ended_at
+		FROM tool_calls WHERE run_id = ? ORDER BY ord`, t.runID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []turnref.OrdCall
+	for rows.Next() {
+		c := turnref.OrdCall{ToolCall: store.ToolCall{RunID: t.runID}}
+		var input sql.NullString
+		var status string
+		var started, ended sql.NullInt64
+		if err := rows.Scan(&c.Ord, &c.ID, &c.Name, &input, &status, &c.Output, &started, &ended); err != nil {
+			return nil, err
+		}
+		c.Input = jsonVal(input)
+		c.Status = drover.ToolStatus(status)
+		c.StartedAt, c.EndedAt = timeVal(started), timeVal(ended)
+		out = append(out, c)
+	}
+	return out, rows.Err()
+}
+
+// Refs returns the turn_refs column name of the run, nil when the run has
+// no references.
+func (t turnSource) Refs(name string) ([]byte, error) {
+	var v []byte
+	err := t.tx.QueryRowContext(t.ctx, `SELECT `+name+` FROM turn_refs WHERE run_id = ?`, t.runID).Scan(&v)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
+	}
+	return v, err
+}
+
+// Parts reads the events of the run a turn record names.
+func (t turnSource) Parts(seqs []int64) (map[int64]*turnref.Part, error) {
+	out := make(map[int64]*turnref.Part, len(seqs))
+	if len(seqs) == 0 {
+		return out, nil
+	}
+	// One range scan of the run's events, skipping those not asked for:
+	// references are dense in a run's events, so this beats a seek each.
+	rows, err := t.tx.QueryContext(t.ctx, `SELECT seq, type, json, time FROM events
+		WHERE run_id = ? AND seq >= ? AND seq <= ? ORDER BY seq`, t.runID, seqs[0], seqs[len(seqs)-1])
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	i := 0
+	for rows.Next() {
+		var seq int64
+		var typ string
+		var raw sql.RawBytes
+		var at sql.NullInt64
+		if err := rows.Scan(&seq, &typ, &raw, &at); err != nil {
+			return nil, err
+		}
+		for i < len(seqs) && seqs[i] < seq {
+			i++
+		}
+		if i == len(seqs) {
+			break
+		}
+		if seqs[i] != seq {
+			continue
+		}
+		p, err := turnref.NewPart(seq, drover.EventType(typ), timeVal(at), raw)
 		if err != nil {
 			return nil, err
 		}
-		defer rows.Close()
-		i := 0
-		for rows.Next() {
-			var seq int64
-			var typ string
-			var raw sql.RawBytes
-			var t sql.NullInt64
-			if err := rows.Scan(&seq, &typ, &raw, &t); err != nil {
-				return nil, err
-			}
-			for i < len(seqs) && seqs[i] < seq {
-				i++
-			}
-			if i == len(seqs) {
-				break
-			}
-			if seqs[i] != seq {
-				continue
-			}
-			p, err := turnref.NewPart(seq, drover.EventType(typ), timeVal(t), raw)
-			if err != nil {
-				return nil, err
-			}
-			out[seq] = p
-		}
-		return out, rows.Err()
+		out[seq] = p
 	}
+	return out, rows.Err()
 }
 
 // readTx runs fn in one read transaction, so that what it reads in several
@@ -84,15 +141,4 @@ func (s *Store) readTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
 	}
 	defer tx.Rollback()
 	return fn(tx)
-}
-
-// refsJSON returns the turn_refs column col of runID, nil when the run has
-// no references.
-func refsJSON(ctx context.Context, tx *sql.Tx, runID, col string) ([]byte, error) {
-	var v []byte
-	err := tx.QueryRowContext(ctx, `SELECT `+col+` FROM turn_refs WHERE run_id = ?`, runID).Scan(&v)
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, nil
-	}
-	return v, err
 }

@@ -39,16 +39,12 @@ type Writer struct {
 type WriterStats = batch.Stats
 
 func newWriter(s *Store) *Writer {
-	return &Writer{batch.New(batch.Config{
-		MaxEvents:   s.cfg.maxEvents,
-		MaxBytes:    s.cfg.maxBytes,
-		CommitDelay: s.cfg.commitDelay,
-		Closed:      ErrClosed,
-		Write:       s.writeBatch,
-		// The file staying locked for the whole busy timeout would only
-		// repeat per event.
-		RetryEach: func(err error) bool { return !isBusy(err) },
-	})}
+	cfg := s.cfg.batch
+	cfg.Closed, cfg.Write = ErrClosed, s.writeBatch
+	// The file staying locked for the whole busy timeout would only
+	// repeat per event.
+	cfg.RetryEach = func(err error) bool { return !isBusy(err) }
+	return &Writer{batch.New(cfg)}
 }
 
 // Append queues ev and waits until it is durably committed (see the package

@@ -27,6 +27,16 @@ func Validate(ev store.Event) error {
 	return nil
 }
 
+// ValidateAll is Validate of each event of evs: the first error.
+func ValidateAll(evs []store.Event) error {
+	for _, ev := range evs {
+		if err := Validate(ev); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // RunIDs returns the runs evs name, each once, in order of first mention.
 func RunIDs(evs []store.Event) []string {
 	var ids []string
@@ -116,6 +126,22 @@ type Config struct {
 	// fail its neighbours): not when the ledger itself is unreachable or
 	// locked, which would only repeat per event.
 	RetryEach func(err error) bool
+}
+
+// Defaults are a Config's limits unless a backend's options change them:
+// 1024 events or about 4 MiB of JSON a transaction, 1 ms of gathering.
+func Defaults() Config {
+	return Config{MaxEvents: 1024, MaxBytes: 4 << 20, CommitDelay: time.Millisecond}
+}
+
+// SetLimits sets MaxEvents and MaxBytes; values ≤ 0 keep the current ones.
+func (c *Config) SetLimits(events, bytes int) {
+	if events > 0 {
+		c.MaxEvents = events
+	}
+	if bytes > 0 {
+		c.MaxBytes = bytes
+	}
 }
 
 // Writer is a ledger's batched event writer (LED-1): one goroutine that

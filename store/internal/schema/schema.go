@@ -52,6 +52,22 @@ func Load(fsys fs.FS, dir string) ([]Migration, error) {
 	return ms, nil
 }
 
+// Apply runs apply, in order, for each migration of ms a ledger at
+// version cur lacks (see Pending); apply runs the migration's SQL and
+// records its version, in the transaction the caller holds.
+func Apply(ms []Migration, cur int, apply func(Migration) error) error {
+	pending, err := Pending(ms, cur)
+	if err != nil {
+		return err
+	}
+	for _, m := range pending {
+		if err := apply(m); err != nil {
+			return fmt.Errorf("migration %s: %w", m.Name, err)
+		}
+	}
+	return nil
+}
+
 // Pending returns the migrations of ms (by version) a ledger at version
 // cur lacks, in order. A ledger newer than every migration is refused: a
 // newer drover wrote it, and this one would misread it.

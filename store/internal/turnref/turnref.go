@@ -346,25 +346,57 @@ func sortedSet(seqs []int64) []int64 {
 	return slices.Compact(seqs)
 }
 
-// MergeMessages returns the messages stored as given and those by
-// reference, by Index.
-func MergeMessages(given, refs []store.Message) []store.Message {
-	if len(refs) == 0 {
-		return given
-	}
-	out := append(given, refs...)
-	slices.SortFunc(out, func(a, b store.Message) int { return cmp.Compare(a.Index, b.Index) })
-	return out
+// Source is one run's turn record as a backend stores it, read inside one
+// read transaction (so that all of it is one state of the ledger).
+type Source interface {
+	// Messages and Calls return the entries stored as given.
+	Messages() ([]store.Message, error)
+	Calls() ([]OrdCall, error)
+	// Refs returns the stored array of references named "messages" or
+	// "tool_calls", nil when the run has none.
+	Refs(name string) ([]byte, error)
+	// Parts reads events of the run (see Parts).
+	Parts(seqs []int64) (map[int64]*Part, error)
 }
 
-// MergeCalls returns the tool calls stored as given and those by
-// reference, in the order FinishRun was given them.
-func MergeCalls(given, refs []OrdCall) []store.ToolCall {
-	all := append(given, refs...)
-	slices.SortFunc(all, func(a, b OrdCall) int { return cmp.Compare(a.Ord, b.Ord) })
-	var out []store.ToolCall
-	for _, c := range all {
-		out = append(out, c.ToolCall)
+// ReadMessages returns the run's messages, those stored as given and those
+// by reference, by Index.
+func ReadMessages(runID string, src Source) ([]store.Message, error) {
+	return read(src, src.Messages, "messages", func(js []byte) ([]store.Message, error) { return Messages(runID, js, src.Parts) },
+		func(m store.Message) int { return m.Index })
+}
+
+// ReadCalls returns the run's tool calls, those stored as given and those
+// by reference, in the order FinishRun was given them.
+func ReadCalls(runID string, src Source) ([]store.ToolCall, error) {
+	all, err := read(src, src.Calls, "tool_calls", func(js []byte) ([]OrdCall, error) { return Calls(runID, js, src.Parts) },
+		func(c OrdCall) int { return c.Ord })
+	if err != nil {
+		return nil, err
 	}
-	return out
+	out := make([]store.ToolCall, len(all))
+	for i, c := range all {
+		out[i] = c.ToolCall
+	}
+	return out, nil
+}
+
+// read returns the entries stored as given and those by reference in the
+// array name, sorted by key.
+func read[T any](src Source, given func() ([]T, error), name string, byRef func([]byte) ([]T, error), key func(T) int) ([]T, error) {
+	out, err := given()
+	if err != nil {
+		return nil, err
+	}
+	js, err := src.Refs(name)
+	if err != nil {
+		return nil, err
+	}
+	refs, err := byRef(js)
+	if err != nil {
+		return nil, err
+	}
+	out = append(out, refs...)
+	slices.SortFunc(out, func(a, b T) int { return cmp.Compare(key(a), key(b)) })
+	return out, nil
 }

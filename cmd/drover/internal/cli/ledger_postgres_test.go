@@ -36,14 +36,11 @@ func TestLED6_PostgresLedgerThroughCLI(t *testing.T) {
 	}
 
 	code, stdout, stderr := cli(t, "env", "run", "--json", "--db", db, "-a", "claude", "say hello")
-	if code != ExitOK {
+	evs := decodeEvents(t, stdout)
+	if code != ExitOK || len(evs) == 0 {
 		t.Fatalf("run: %d %s", code, stderr)
 	}
-	m := runIDRe.FindStringSubmatch(stderr)
-	if m == nil {
-		t.Fatalf("run id not printed on stderr: %q", stderr)
-	}
-	id := m[1]
+	id := evs[0].RunID
 	// The agent is told the ledger, so a drover it starts (drover mcp)
 	// records there too.
 	if !strings.Contains(stdout, `\"db\":\"`+db+`\"`) {
@@ -58,8 +55,8 @@ func TestLED6_PostgresLedgerThroughCLI(t *testing.T) {
 	}
 	defer st.Close()
 	r, err := st.GetRun(t.Context(), id)
-	if err != nil || r.Status != store.StatusCompleted || r.LastSeq != int64(strings.Count(stdout, "\n")) {
-		t.Fatalf("run in PostgreSQL: %+v %v (printed %d events)", r, err, strings.Count(stdout, "\n"))
+	if err != nil || r.Status != store.StatusCompleted || r.LastSeq != int64(len(evs)) {
+		t.Fatalf("run in PostgreSQL: %+v %v (printed %d events)", r, err, len(evs))
 	}
 
 	if code, logs, stderr := cli(t, "ok", "logs", "--json", "--db", db, id); code != ExitOK || logs != stdout {
