@@ -13,10 +13,10 @@ import (
 // bound returns req as it will run within its boundaries, or a
 // BOUNDARY_VIOLATION error:
 //
-//   - BND-1: a child's directories (Cwd, AddDirs, ConfigDir) must lie
-//     within its parent's (Cwd, AddDirs, ConfigDir), as the ledger
-//     recorded them; a child that names no working directory gets its
-//     parent's. Boundaries only narrow down the tree.
+//   - BND-1: a child's directories (Cwd, AddDirs) must lie within its
+//     parent's, as the ledger recorded them; a child that names no working
+//     directory gets its parent's. Boundaries only narrow down the tree.
+//     The vendor's own state (ConfigDir, its home's) is each run's own.
 //   - BND-3: no write boundary may contain drover's own state
 //     (Config.Protected): Landlock can only allow, so a boundary around the
 //     ledger would let the run rewrite its own record. Only runs that have a
@@ -39,8 +39,8 @@ func (s *Supervisor) bound(ctx context.Context, req StartRequest) (StartRequest,
 		if req.Options.Cwd == "" {
 			req.Options.Cwd, _ = popts.WorkDirs()
 		}
-		allowed := writeDirs(popts)
-		for _, d := range writeDirs(req.Options) {
+		allowed := workDirs(popts)
+		for _, d := range workDirs(req.Options) {
 			if !slices.ContainsFunc(allowed, func(a string) bool { return contain.Within(d, a) }) {
 				return req, &drover.Error{Code: drover.CodeBoundaryViolation, Message: fmt.Sprintf(
 					"%s is outside the boundary of the parent run %s (%v): a child's directories narrow its parent's", d, req.ParentID, allowed)}
@@ -62,16 +62,21 @@ func (s *Supervisor) bound(ctx context.Context, req StartRequest) (StartRequest,
 	return req, nil
 }
 
-// writeDirs are the directories a run asks to write, resolved: its working
-// directory, its extra directories and its vendor's config home.
-func writeDirs(o drover.Options) []string {
+// workDirs are a run's working directory and extra directories, resolved.
+func workDirs(o drover.Options) []string {
 	cwd, dirs := o.WorkDirs()
 	dirs = append([]string{cwd}, dirs...)
-	if o.ConfigDir != "" {
-		dirs = append(dirs, o.ConfigDir)
-	}
 	for i, d := range dirs {
 		dirs[i] = contain.Resolve(d)
 	}
 	return dirs
+}
+
+// writeDirs are the directories a run asks to write, resolved: its
+// workDirs and its vendor's config home.
+func writeDirs(o drover.Options) []string {
+	if o.ConfigDir == "" {
+		return workDirs(o)
+	}
+	return append(workDirs(o), contain.Resolve(o.ConfigDir))
 }

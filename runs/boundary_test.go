@@ -44,11 +44,12 @@ func runCount(t *testing.T, st store.Store) int {
 }
 
 // TestBND1_ChildWithinParent: a child's directories (working directory,
-// extra directories, config home) must lie within its parent's; one that
-// asks for a directory outside them, also through a symbolic link, is
-// refused with BOUNDARY_VIOLATION and nothing is recorded. A child that
-// names no working directory works in its parent's. The same holds for a
-// parent owned by another drover process on the ledger.
+// extra directories) must lie within its parent's; one that asks for a
+// directory outside them, also through a symbolic link, is refused with
+// BOUNDARY_VIOLATION and nothing is recorded. A child that names no
+// working directory works in its parent's; its vendor's config home is
+// its own. The same holds for a parent owned by another drover process
+// on the ledger.
 func TestBND1_ChildWithinParent(t *testing.T) {
 	root := t.TempDir()
 	ws, extra, other := filepath.Join(root, "ws"), filepath.Join(root, "extra"), filepath.Join(root, "other")
@@ -68,9 +69,9 @@ func TestBND1_ChildWithinParent(t *testing.T) {
 
 	for _, f := range []*fixture{local, remote} {
 		for name, o := range map[string]drover.Options{
-			"subdirectory":       {Cwd: filepath.Join(ws, "sub")},
-			"parent's extra dir": {Cwd: ws, AddDirs: []string{filepath.Join(extra, "x")}},
-			"config home inside": {Cwd: ws, ConfigDir: filepath.Join(ws, ".home")},
+			"subdirectory":        {Cwd: filepath.Join(ws, "sub")},
+			"parent's extra dir":  {Cwd: ws, AddDirs: []string{filepath.Join(extra, "x")}},
+			"its own config home": {Cwd: ws, ConfigDir: other},
 		} {
 			id := f.start(t, runs.StartRequest{Agent: "hang", Prompt: name, Options: o, ParentID: parent})
 			if got := recordedOptions(t, f.st, id).Cwd; got != o.Cwd {
@@ -88,7 +89,6 @@ func TestBND1_ChildWithinParent(t *testing.T) {
 			"the parent's parent": {Cwd: root},
 			"an extra dir":        {Cwd: ws, AddDirs: []string{other}},
 			"a relative escape":   {Cwd: ws, AddDirs: []string{"../other"}},
-			"a config home":       {Cwd: ws, ConfigDir: other},
 			"through a link":      {Cwd: filepath.Join(ws, "escape")},
 		} {
 			_, err := f.sup.Start(ctx, runs.StartRequest{Agent: "hang", Prompt: name, Options: o, ParentID: parent})
