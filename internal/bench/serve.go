@@ -1,0 +1,278 @@
+//go:build linux
+
+package bench
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os/exec"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// ServeConfig is the serve scenario: Runs runs started at once through
+// drover serve's HTTP API, each a fake printing Rate lines a second for
+// Duration, one SSE subscriber per run.
+type ServeConfig struct {
+	Runs     int           `json:"runs"`
+	Rate     float64       `json:"rate"`
+	Duration time.Duration `json:"duration"`
+}
+
+// ServeResult is what the serve scenario measured.
+type ServeResult struct {
+	ServeConfig
+	// Expected is the text events the runs' fakes print in all (Runs ×
+	// Rate × Duration), Received those the subscribers got; Lost is the
+	// difference, Gaps the seq numbers missing from the streams, Failed
+	// the runs whose done was not success (or missing).
+	Expected int `json:"expected"`
+	Received int `json:"received"`
+	Lost     int `json:"lost"`
+	Gaps     int `json:"gaps"`
+	Failed   int `json:"failed"`
+	// P50Ms, P99Ms and MaxMs are the latency from the fake's writing a
+	// line (the time it puts in the line's text) to its SSE event's
+	// arrival at the subscriber.
+	P50Ms float64 `json:"p50Ms"`
+	P99Ms float64 `json:"p99Ms"`
+	MaxMs float64 `json:"maxMs"`
+	// PeakRSS is drover serve's peak resident set (VmHWM of
+	// /proc/PID/status, read before it was stopped), in bytes; it does
+	// not include the fakes, which are processes of their own.
+	PeakRSS int64 `json:"peakRss"`
+	// WallSec is from the first POST to the last stream's end.
+	WallSec float64 `json:"wallSec"`
+	// StartSec is how long the POSTs took, all runs' starts.
+	StartSec float64 `json:"startSec"`
+	// ExitCode is drover serve's after SIGINT (130), LeftBehind the
+	// processes of the harness still alive after it exited.
+	ExitCode   int `json:"exitCode"`
+	LeftBehind int `json:"leftBehind"`
+}
+
+// RunServe runs the serve scenario (see ServeConfig) on a drover serve of
+// its own (127.0.0.1, an ephemeral port, no token, --limit Runs, its own
+// ledger), and stops it with SIGINT at the end.
+func (e *Env) RunServe(ctx context.Context, cfg ServeConfig) (ServeResult, error) {
+	res := ServeResult{ServeConfig: cfg}
+	lines := int(cfg.Rate * cfg.Duration.Seconds())
+	res.Expected = lines * cfg.Runs
+	s, err := e.newSandbox()
+	if err != nil {
+		return res, err
+	}
+	defer s.remove()
+	env := e.environ(s, LinesEnv+"="+strconv.Itoa(lines), RateEnv+"="+strconv.FormatFloat(cfg.Rate, 'f', -1, 64),
+		StampTextEnv+"=1")
+	c := command(ctx, env, s.work, e.Drover, "serve", "--addr", "127.0.0.1:0", "--no-token",
+		"--limit", strconv.Itoa(cfg.Runs), "--db", s.db)
+	errOut, err := c.StderrPipe()
+	if err != nil {
+		return res, err
+	}
+	if err := c.Start(); err != nil {
+		return res, err
+	}
+	// The stderr reader is owned here: it ends with drover's stderr and is
+	// waited for before Wait.
+	addr := make(chan string, 1)
+	stderr := &tail{max: 16 << 10}
+	var readers sync.WaitGroup
+	readers.Go(func() {
+		sc := bufio.NewScanner(errOut)
+		for sc.Scan() {
+			line := sc.Text()
+			if a, ok := strings.CutPrefix(line, "drover: serving HTTP on "); ok {
+				addr <- a
+			}
+			fmt.Fprintln(stderr, line)
+		}
+		_, _ = io.Copy(io.Discard, errOut)
+	})
+	stop := func() {
+		_ = c.Process.Signal(syscall.SIGINT)
+		t := time.AfterFunc(10*time.Second, func() { _ = c.Cancel() })
+		readers.Wait()
+		err := c.Wait()
+		t.Stop()
+		res.ExitCode = c.ProcessState.ExitCode()
+		if err != nil && !errors.As(err, new(*exec.ExitError)) {
+			res.ExitCode = -1
+		}
+		res.LeftBehind = e.killLeftovers()
+	}
+	var base string
+	select {
+	case base = <-addr:
+	case <-time.After(15 * time.Second):
+		stop()
+		return res, fmt.Errorf("drover serve did not start within 15 s: %s", stderr)
+	}
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: cfg.Runs, DisableCompression: true}}
+	defer client.CloseIdleConnections()
+	sctx, cancel := context.WithTimeout(ctx, cfg.Duration+2*time.Minute)
+	defer cancel()
+	subs := make([]*subscriber, 0, cfg.Runs)
+	var streams sync.WaitGroup
+	start := time.Now()
+	var startErr error
+	for range cfg.Runs {
+		id, err := startRun(sctx, client, base)
+		if err != nil {
+			startErr = err
+			break
+		}
+		sub := &subscriber{run: id}
+		subs = append(subs, sub)
+		streams.Go(func() { sub.follow(sctx, client, base) })
+	}
+	res.StartSec = time.Since(start).Seconds()
+	if startErr != nil {
+		cancel()
+	}
+	streams.Wait()
+	res.WallSec = time.Since(start).Seconds()
+	res.PeakRSS, _ = procStatus(c.Process.Pid, "VmHWM")
+	stop()
+	if startErr != nil {
+		return res, fmt.Errorf("start run %d: %w", len(subs)+1, startErr)
+	}
+	var lat []int64
+	var errs []error
+	for _, sub := range subs {
+		res.Received += sub.texts
+		res.Gaps += sub.gaps
+		if sub.status != "success" {
+			res.Failed++
+		}
+		if sub.err != nil {
+			errs = append(errs, fmt.Errorf("run %s: %w", sub.run, sub.err))
+		}
+		lat = append(lat, sub.latencies...)
+	}
+	res.Lost = res.Expected - res.Received
+	if len(lat) > 0 {
+		slices.Sort(lat)
+		res.P50Ms = float64(lat[len(lat)/2]) / 1e6
+		res.P99Ms = float64(lat[min(len(lat)-1, len(lat)*99/100)]) / 1e6
+		res.MaxMs = float64(lat[len(lat)-1]) / 1e6
+	}
+	switch {
+	case len(errs) > 0:
+		return res, errors.Join(errs...)
+	case res.Lost != 0 || res.Gaps != 0 || res.Failed != 0:
+		return res, fmt.Errorf("serve: %d events lost, %d seq gaps, %d runs not successful", res.Lost, res.Gaps, res.Failed)
+	case res.LeftBehind != 0:
+		return res, fmt.Errorf("serve: %d processes left behind", res.LeftBehind)
+	}
+	return res, nil
+}
+
+// startRun starts one run (POST /v1/runs) and returns its id.
+func startRun(ctx context.Context, client *http.Client, base string) (string, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/v1/runs",
+		strings.NewReader(`{"agent":"claude","prompt":"bench"}`))
+	if err != nil {
+		return "", err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := client.Do(req)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	var r struct {
+		RunID string `json:"runId"`
+	}
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if resp.StatusCode != http.StatusCreated || json.Unmarshal(body, &r) != nil || r.RunID == "" {
+		return "", fmt.Errorf("POST /v1/runs: %s %s", resp.Status, body)
+	}
+	return r.RunID, nil
+}
+
+// subscriber follows one run's SSE stream (GET /v1/runs/{id}/stream) to
+// its end.
+type subscriber struct {
+	run       string
+	texts     int
+	gaps      int
+	lastSeq   int
+	status    string
+	latencies []int64 // ns
+	err       error
+}
+
+func (s *subscriber) follow(ctx context.Context, client *http.Client, base string) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/v1/runs/"+s.run+"/stream", nil)
+	if err != nil {
+		s.err = err
+		return
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		s.err = err
+		return
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		s.err = fmt.Errorf("stream: %s", resp.Status)
+		return
+	}
+	br := bufio.NewReaderSize(resp.Body, 64<<10)
+	for {
+		line, err := br.ReadSlice('\n')
+		if data, ok := bytes.CutPrefix(line, []byte("data: ")); ok {
+			s.event(data, time.Now().UnixNano())
+		}
+		if err != nil {
+			if !errors.Is(err, io.EOF) {
+				s.err = err
+			}
+			return
+		}
+	}
+}
+
+// event takes one SSE data line, received at now.
+func (s *subscriber) event(data []byte, now int64) {
+	var ev struct {
+		Type    string `json:"type"`
+		Seq     int    `json:"seq"`
+		Payload struct {
+			Content string `json:"content"`
+			Status  string `json:"status"`
+		} `json:"payload"`
+	}
+	if err := json.Unmarshal(data, &ev); err != nil {
+		s.err = fmt.Errorf("undecodable event %q: %w", data, err)
+		return
+	}
+	if ev.Seq != s.lastSeq+1 {
+		s.gaps += max(ev.Seq-s.lastSeq-1, 1)
+	}
+	s.lastSeq = ev.Seq
+	switch ev.Type {
+	case "text":
+		s.texts++
+		if t, ok := strings.CutPrefix(ev.Payload.Content, "t="); ok {
+			ns, _, _ := strings.Cut(t, " ")
+			if at, err := strconv.ParseInt(ns, 10, 64); err == nil {
+				s.latencies = append(s.latencies, now-at)
+			}
+		}
+	case "done":
+		s.status = ev.Payload.Status
+	}
+}
