@@ -26,7 +26,16 @@ import (
 type ServeConfig struct {
 	Runs     int           `json:"runs"`
 	Rate     float64       `json:"rate"`
-	Duration time.Duration `json:"duration"`
+	Duration time.Duration `json:"-"`
+}
+
+// MarshalJSON gives Duration in seconds.
+func (c ServeConfig) MarshalJSON() ([]byte, error) {
+	type plain ServeConfig
+	return json.Marshal(struct {
+		plain
+		DurationSec float64 `json:"durationSec"`
+	}{plain(c), c.Duration.Seconds()})
 }
 
 // ServeResult is what the serve scenario measured.
