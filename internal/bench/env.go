@@ -123,6 +123,9 @@ func (e *Env) environ(s *sandbox, extra ...string) []string {
 		"TMPDIR=" + filepath.Join(s.root, "tmp"),
 		"DROVER_LOG_LEVEL=error",
 		TagEnv + "=" + e.tag,
+		// A fake built with -race (a test binary) would sleep a second
+		// at exit otherwise.
+		"GORACE=atexit_sleep_ms=0",
 	}
 	for _, k := range []string{"LANG", "LC_ALL"} {
 		if v, ok := os.LookupEnv(k); ok {
