@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/drover-run/drover"
+	"github.com/drover-run/drover/internal/contain"
 )
 
 // ask is an approval request of the app-server's that the engine decides
@@ -305,18 +306,4 @@ func underRoot(p, root string) bool {
 // resolvePath returns p with the symbolic links of its longest existing
 // prefix resolved, so that a link inside a root to a place outside it
 // counts as outside.
-func resolvePath(p string) string {
-	p = filepath.Clean(p)
-	rest := ""
-	for dir := p; ; {
-		if r, err := filepath.EvalSymlinks(dir); err == nil {
-			return filepath.Join(r, rest)
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return p
-		}
-		rest = filepath.Join(filepath.Base(dir), rest)
-		dir = parent
-	}
-}
+func resolvePath(p string) string { return contain.Resolve(p) }

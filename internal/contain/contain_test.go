@@ -145,6 +145,16 @@ func want(t *testing.T, got map[string]string, expect map[string]string) {
 	}
 }
 
+// files writes content to each of paths.
+func files(t *testing.T, content string, paths ...string) {
+	t.Helper()
+	for _, p := range paths {
+		if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 func absent(t *testing.T, paths ...string) {
 	t.Helper()
 	for _, p := range paths {
@@ -163,11 +173,7 @@ func absent(t *testing.T, paths ...string) {
 func TestWriteBoundary(t *testing.T) {
 	needLandlock(t)
 	in, out := t.TempDir(), t.TempDir()
-	for _, f := range []string{filepath.Join(out, "old"), filepath.Join(in, "moved"), filepath.Join(in, "gone")} {
-		if err := os.WriteFile(f, []byte("old"), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
+	files(t, "old", filepath.Join(out, "old"), filepath.Join(in, "moved"), filepath.Join(in, "gone"))
 	ops := map[string]string{
 		"write:" + filepath.Join(in, "a"):                                          "ok",
 		"mkdir:" + filepath.Join(in, "d"):                                          "ok",
@@ -205,11 +211,7 @@ func TestWriteBoundary(t *testing.T) {
 func TestReadBoundary(t *testing.T) {
 	needLandlock(t)
 	in, readable, secret := t.TempDir(), t.TempDir(), t.TempDir()
-	for _, f := range []string{filepath.Join(in, "w"), filepath.Join(readable, "r"), filepath.Join(secret, "s")} {
-		if err := os.WriteFile(f, []byte("x"), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
+	files(t, "x", filepath.Join(in, "w"), filepath.Join(readable, "r"), filepath.Join(secret, "s"))
 	ops := map[string]string{
 		"read:" + filepath.Join(in, "w"):        "ok",
 		"read:" + filepath.Join(readable, "r"):  "ok",
