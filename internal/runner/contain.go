@@ -35,8 +35,9 @@ type containment struct {
 // decideContainment applies Options.Contain (see drover.Options.Contain)
 // for a vendor with caps: an explicit request the kernel cannot honour is
 // refused; the default goes on uncontained there, and in the tiers where
-// the vendor sandboxes its own commands (Capabilities.Contain). A contained run gets a TMPDIR of its own,
-// which the caller removes with cleanup.
+// the vendor sandboxes its own commands (Capabilities.Contain). A
+// contained run gets a TMPDIR of its own, which the caller removes with
+// cleanup.
 func decideContainment(opts drover.Options, caps drover.Capabilities) (*containment, error) {
 	on, explicit := opts.Containment()
 	if !on {
