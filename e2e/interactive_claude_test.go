@@ -372,8 +372,9 @@ func TestCTL3_ClaudeSteerAndInterruptEveryTier(t *testing.T) {
 }
 
 // TestCTL3_ClaudeInterruptWhileAsked: an interrupt while Claude waits for
-// an answer ends the turn; Claude withdraws its question, the call never
-// runs and is denied, and the open request is denied at the run's end.
+// an answer ends the turn; Claude withdraws its question
+// (control_cancel_request), so the request is answered at once, denied by
+// the agent, and the call never runs.
 func TestCTL3_ClaudeInterruptWhileAsked(t *testing.T) {
 	w := newWorld(t, liveScript)
 	ctl := drover.NewControl()
@@ -395,8 +396,8 @@ func TestCTL3_ClaudeInterruptWhileAsked(t *testing.T) {
 	if res := oneResult(t, evs); res.Status != drover.ToolDenied {
 		t.Fatalf("tool_result %+v", res)
 	}
-	if a := ofType[drover.PermissionAnswerPayload](evs); len(a) != 1 || a[0].By != drover.ByRunEnd {
-		t.Fatalf("answers %+v, want the open request denied at the run's end", a)
+	if a := ofType[drover.PermissionAnswerPayload](evs); len(a) != 1 || a[0].By != drover.ByAgent || a[0].Behavior != drover.Deny {
+		t.Fatalf("answers %+v, want the request denied as withdrawn by the agent", a)
 	}
 	if w.exists("never.txt") {
 		t.Fatal("the command ran")
