@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -180,5 +181,29 @@ func TestACP1_BadAgentsFileSaysSo(t *testing.T) {
 	}
 	if data, _ := os.ReadFile(file); !strings.Contains(string(data), `"x"`) {
 		t.Fatalf("the bad file was overwritten: %s", data)
+	}
+}
+
+// TestACP1_AutonomousOnlyAgentNamesTheTier: an agent added without --tier
+// runs in autonomous only; drover run without --tier is refused before
+// anything starts with a message naming the way out, and --tier autonomous
+// runs it.
+func TestACP1_AutonomousOnlyAgentNamesTheTier(t *testing.T) {
+	t.Setenv("XDG_CONFIG_HOME", t.TempDir())
+	db := filepath.Join(t.TempDir(), "drover.db")
+	t.Setenv("DROVER_DB", db)
+	bin := acptest.Build(t)
+	if code, _, stderr := acpCLI(t, "agents", "add", "lone", "--env", acptest.ModeEnv+"=", "--", bin); code != ExitOK {
+		t.Fatalf("add: exit %d: %s", code, stderr)
+	}
+	code, _, stderr := acpCLI(t, "run", "-a", "lone", "hello")
+	if code != ExitUsage || !strings.Contains(stderr, "runs only in tier autonomous") || !strings.Contains(stderr, "--tier autonomous") {
+		t.Fatalf("run without --tier: exit %d: %s", code, stderr)
+	}
+	if _, err := os.Stat(db); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the refused run created the ledger: %v", err)
+	}
+	if code, _, stderr := acpCLI(t, "run", "-a", "lone", "--tier", "autonomous", "hello"); code != ExitOK {
+		t.Fatalf("run --tier autonomous: exit %d: %s", code, stderr)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -316,6 +317,10 @@ func planRun(ctx context.Context, e *env, f *runFlags, args []string) (*runPlan,
 		if !ok {
 			return nil, usagef("unknown agent %q (known: %s)", a, strings.Join(reg.List(), ", "))
 		}
+		if tiers := ad.Capabilities().Tiers; f.tier == "" && !slices.Contains(tiers, drover.TierSupervised) && len(tiers) > 0 {
+			return nil, usagef("%s runs only in tier %s, and no --tier was given (the default is supervised): pass --tier %s, or, if it asks before what supervised does not allow, add it again with 'drover agents add %s --force --tier supervised -- …'",
+				a, joinTiers(tiers), tiers[0], a)
+		}
 		if asking && f.approvalTimeout < 0 && ad.Capabilities().Permissions {
 			// Asked here by default: the check must see the timeout the run will have.
 			opts := opts
@@ -344,6 +349,15 @@ func planRun(ctx context.Context, e *env, f *runFlags, args []string) (*runPlan,
 		}
 	}
 	return &runPlan{prompt: prompt, opts: opts, fake: fake, ask: asking}, nil
+}
+
+// joinTiers names tiers for a message: "a", "a or b".
+func joinTiers(ts []drover.Tier) string {
+	s := make([]string, len(ts))
+	for i, t := range ts {
+		s[i] = string(t)
+	}
+	return strings.Join(s, " or ")
 }
 
 // defaultAskTimeout is how long a request waits when drover asks a person
