@@ -135,7 +135,8 @@ type Supervisor struct {
 	running int
 	changed chan struct{} // closed and replaced when a run starts or ends
 
-	recorded signal // fired whenever an event of any run is persisted
+	recorded signal  // fired whenever an event of any run is persisted
+	nested   *nested // the nested-run endpoint (runs/nested.go); nil when not served
 }
 
 // active is one run this supervisor owns and has not finished.
@@ -467,6 +468,7 @@ func (s *Supervisor) execute(a *active) {
 		s.scheduleLocked()
 		s.notifyLocked()
 		s.mu.Unlock()
+		s.forgetToken(a.id)
 		a.wake()
 		close(a.done)
 	}()
@@ -517,12 +519,14 @@ func (s *Supervisor) execute(a *active) {
 }
 
 // agentEnv is the environment a's agent processes get besides drover's
-// own: Config.Env, then the run's Options.Env, then EnvRunID.
+// own: Config.Env, then the run's Options.Env, then EnvRunID and, when
+// nested runs are served, EnvSocket and the run's EnvRunToken.
 func (s *Supervisor) agentEnv(a *active) map[string]string {
 	env := make(map[string]string, len(s.cfg.Env)+len(a.req.Options.Env)+1)
 	maps.Copy(env, s.cfg.Env)
 	maps.Copy(env, a.req.Options.Env)
 	env[EnvRunID] = a.id
+	s.nestedEnv(a.id, env)
 	return env
 }
 
@@ -625,5 +629,6 @@ func (s *Supervisor) Close() error {
 	// cancelling the supervisor's context also stops the cancel poller.
 	s.close()
 	s.wg.Wait()
+	s.removeNested()
 	return nil
 }
