@@ -287,6 +287,16 @@ func (c *Client) Events(ctx context.Context, p EventsParams) (*EventsResult, err
 	return &r, nil
 }
 
+// Agents lists the server's agents, their availability and tiers; only a
+// nested connection (DialNested) serves it.
+func (c *Client) Agents(ctx context.Context) ([]AgentInfo, error) {
+	var r AgentsResult
+	if err := c.do(ctx, OpAgents, struct{}{}, &r); err != nil {
+		return nil, err
+	}
+	return r.Agents, nil
+}
+
 // Subscribe follows runs (or all runs); their events arrive on the
 // subscription's channel.
 func (c *Client) Subscribe(ctx context.Context, p SubscribeParams) (*Subscription, error) {

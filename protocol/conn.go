@@ -36,6 +36,7 @@ type Conn struct {
 	subs    map[string]*subscription
 	nextSub int
 	started []string // runs started through this connection
+	scope   *scope   // set on a nested connection: the run it is confined to (nested.go)
 
 	roomMu sync.Mutex
 	room   chan struct{} // closed when the queue is at most a quarter full; nil when nobody waits
@@ -149,7 +150,7 @@ func (c *Conn) Handle(line []byte) {
 	}
 	delete(fields, "id")
 	delete(fields, "op")
-	h, ok := ops[op]
+	h, ok := c.lookup(op)
 	if !ok {
 		msg := fmt.Sprintf("unknown op %q (want run, await, cancel, get, list, events, subscribe, unsubscribe, respond, steer or interrupt)", op)
 		c.handleSync(id, &Error{Code: CodeInvalidRequest, Message: msg})

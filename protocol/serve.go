@@ -23,7 +23,13 @@ import (
 // cannot be interrupted: pass it hidden behind a plain io.Reader and let
 // the process exit).
 func Serve(ctx context.Context, s *Server, r io.Reader, w io.Writer) error {
-	c := s.NewConn()
+	return serveConn(ctx, s.NewConn(), r, w)
+}
+
+// serveConn is Serve over the connection c (a new one, or one scoped to a
+// run: ServeNested).
+func serveConn(ctx context.Context, c *Conn, r io.Reader, w io.Writer) error {
+	s := c.s
 	var writer sync.WaitGroup
 	// The writer goroutine is the only one that writes w, so lines never
 	// interleave; it drains the queue until the connection ends.

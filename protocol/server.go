@@ -112,16 +112,21 @@ func (s *Server) Run(ctx context.Context, p RunParams) (*RunResult, error) {
 	started, err := s.sup.Start(ctx, runs.StartRequest{Agent: p.Agent, Prompt: p.Prompt, Options: opts,
 		ParentID: p.Parent, ForkFrom: p.Fork})
 	if err != nil {
-		switch e := toError(err); {
-		case errors.Is(err, runs.ErrParentEnded):
-			return nil, &Error{Code: CodeValidation, Message: err.Error()}
-		case e.Code == CodeInternal:
-			return nil, &Error{Code: CodeRunFailed, Message: err.Error()}
-		default:
-			return nil, e
-		}
+		return nil, startError(err)
 	}
 	return &started, nil
+}
+
+// startError classifies an error of runs.Supervisor.Start.
+func startError(err error) *Error {
+	switch e := toError(err); {
+	case errors.Is(err, runs.ErrParentEnded):
+		return &Error{Code: CodeValidation, Message: err.Error()}
+	case e.Code == CodeInternal:
+		return &Error{Code: CodeRunFailed, Message: err.Error()}
+	default:
+		return e
+	}
 }
 
 // Await blocks until every named run has ended and returns their records
