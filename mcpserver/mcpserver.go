@@ -3,7 +3,10 @@
 // get_run, cancel_run, list_agents) through a runs.Supervisor, so that each
 // has drover's tiers and is recorded in its ledger. Started inside a run
 // (Config.ParentID), every run it starts is that run's child: it ends when
-// the parent ends, and the parent's cost rolls up over it.
+// the parent ends, and the parent's cost rolls up over it. The supervisor
+// is this process's (Local) or, inside a contained run that cannot write
+// the ledger, the one of the drover that runs it, reached over its
+// nested-run socket (Remote).
 package mcpserver
 
 import (
@@ -47,10 +50,11 @@ type Config struct {
 	Logger *slog.Logger
 }
 
-// Server serves the tools over one supervisor. Its runs belong to the
-// supervisor; Serve ends the ones still going when its session ends.
+// Server serves the tools over one Backend. Its runs belong to the
+// backend's supervisor; Serve ends the ones still going when its session
+// ends.
 type Server struct {
-	sup *runs.Supervisor
+	b   Backend
 	cfg Config
 	mcp *mcp.Server
 
@@ -58,9 +62,14 @@ type Server struct {
 	started []string // ids of the runs this server started, oldest first
 }
 
-// New returns a server whose tools run agents through sup. A Config
-// naming an unknown tier is an error.
-func New(sup *runs.Supervisor, cfg Config) (*Server, error) {
+// New returns a server whose tools run agents through sup (Local). A
+// Config naming an unknown tier is an error.
+func New(sup *runs.Supervisor, cfg Config) (*Server, error) { return NewOver(Local(sup), cfg) }
+
+// NewOver returns a server whose tools run agents through b: Local, or
+// Remote for a nested drover mcp that reaches its parent drover over its
+// socket. A Config naming an unknown tier is an error.
+func NewOver(b Backend, cfg Config) (*Server, error) {
 	if cfg.MaxTier == "" {
 		cfg.MaxTier = drover.TierSupervised
 	}
@@ -69,7 +78,7 @@ func New(sup *runs.Supervisor, cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("max tier: %w", err)
 	}
 	cfg.MaxTier = t
-	s := &Server{sup: sup, cfg: cfg}
+	s := &Server{b: b, cfg: cfg}
 	s.mcp = mcp.NewServer(&mcp.Implementation{Name: "drover", Title: "drover", Version: version()},
 		&mcp.ServerOptions{Logger: cfg.Logger, Instructions: instructions})
 	s.addTools()
@@ -106,11 +115,11 @@ func (s *Server) endRuns() {
 	// The session's context is gone: this cleanup must finish regardless.
 	ctx := context.Background()
 	for _, id := range ids {
-		if err := s.sup.Cancel(ctx, id); err != nil {
+		if err := s.b.Cancel(ctx, id); err != nil {
 			s.log().Warn("mcp: could not cancel a run at the session's end", "run", id, "err", err)
 		}
 	}
-	if _, err := s.sup.Await(ctx, ids...); err != nil {
+	if err := s.b.Await(ctx, ids...); err != nil {
 		s.log().Warn("mcp: could not await the runs at the session's end", "err", err)
 	}
 }
@@ -152,7 +161,7 @@ func (s *Server) start(ctx context.Context, in RunInput) (runs.Started, error) {
 	// that a session ending meanwhile (endRuns) sees every run started.
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	started, err := s.sup.Start(ctx, runs.StartRequest{Agent: in.Agent, Prompt: in.Prompt, Options: opts, ParentID: s.cfg.ParentID})
+	started, err := s.b.Start(ctx, runs.StartRequest{Agent: in.Agent, Prompt: in.Prompt, Options: opts, ParentID: s.cfg.ParentID})
 	switch {
 	case errors.Is(err, drover.ErrUnknownAgent):
 		return runs.Started{}, fmt.Errorf("%w (list_agents names the agents)", err)
@@ -170,7 +179,7 @@ func (s *Server) start(ctx context.Context, in RunInput) (runs.Started, error) {
 func (s *Server) tier(ctx context.Context, asked string) (drover.Tier, error) {
 	limit, why := s.cfg.MaxTier, "the highest this server allows (its operator sets it: drover mcp --max-tier)"
 	if s.cfg.ParentID != "" {
-		p, err := s.sup.Store().GetRun(ctx, s.cfg.ParentID)
+		p, err := s.b.Run(ctx, s.cfg.ParentID)
 		if err != nil {
 			return "", fmt.Errorf("the run this server works for (%s): %w", s.cfg.ParentID, err)
 		}
@@ -223,7 +232,7 @@ func (s *Server) visible(ctx context.Context, id string) (*store.Run, error) {
 	if id == "" {
 		return nil, errors.New("runId is required")
 	}
-	r, err := s.sup.Store().GetRun(ctx, id)
+	r, err := s.b.Run(ctx, id)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, notFound
 	}
@@ -242,7 +251,7 @@ func (s *Server) visible(ctx context.Context, id string) (*store.Run, error) {
 			return nil, notFound
 		}
 		seen[cur.ID] = true
-		if cur, err = s.sup.Store().GetRun(ctx, cur.ParentID); err != nil {
+		if cur, err = s.b.Run(ctx, cur.ParentID); err != nil {
 			return nil, notFound
 		}
 	}

@@ -145,7 +145,7 @@ func (s *Server) addTools() {
 			if _, err := s.visible(ctx, in.RunID); err != nil {
 				return nil, Run{}, err
 			}
-			if err := s.sup.Cancel(ctx, in.RunID); err != nil {
+			if err := s.b.Cancel(ctx, in.RunID); err != nil {
 				return nil, Run{}, err
 			}
 			// The owner stops the agent within a moment (within its poll
@@ -157,19 +157,11 @@ func (s *Server) addTools() {
 		Description: "List the agents drover can run, whether each is installed, its version, and the permission tiers it enforces.",
 		Annotations: &mcp.ToolAnnotations{Title: "List agents", ReadOnlyHint: true, IdempotentHint: idem}},
 		func(ctx context.Context, _ struct{}) (*mcp.CallToolResult, Agents, error) {
-			reg := s.sup.Registry()
-			out := Agents{Agents: []Agent{}}
-			for _, id := range reg.List() {
-				a, _ := reg.Get(id)
-				av := a.Available(ctx)
-				tiers := a.Capabilities().Tiers
-				if tiers == nil {
-					tiers = []drover.Tier{}
-				}
-				out.Agents = append(out.Agents, Agent{ID: id, Installed: av.Installed, Version: av.Version, Tested: av.Tested,
-					Error: av.Error, Tiers: tiers})
+			agents, err := s.b.Agents(ctx)
+			if err != nil {
+				return nil, Agents{}, err
 			}
-			return nil, out, nil
+			return nil, Agents{Agents: agents}, nil
 		})
 }
 
@@ -213,19 +205,19 @@ func (s *Server) await(ctx context.Context, id string, wait time.Duration, own b
 		wctx, cancel = context.WithTimeout(ctx, wait)
 		defer cancel()
 	}
-	_, err := s.sup.Await(wctx, id)
+	err := s.b.Await(wctx, id)
 	switch {
 	case err == nil:
 	case ctx.Err() != nil:
 		if own {
-			_ = s.sup.Cancel(context.WithoutCancel(ctx), id)
+			_ = s.b.Cancel(context.WithoutCancel(ctx), id)
 		}
 		return nil, Run{}, fmt.Errorf("stopped waiting for run %s: %w", id, context.Cause(ctx))
 	case wctx.Err() == nil:
 		return nil, Run{}, err
 	}
 	// The run ended, or wait is up: report it as the ledger has it now.
-	r, err := s.sup.Store().GetRun(context.WithoutCancel(ctx), id)
+	r, err := s.b.Run(context.WithoutCancel(ctx), id)
 	if err != nil {
 		return nil, Run{}, err
 	}
@@ -254,16 +246,15 @@ func (s *Server) summary(ctx context.Context, r *store.Run) Run {
 // resultText is the final text of ended run r: its done event's result,
 // else its last assistant message, else "".
 func (s *Server) resultText(ctx context.Context, r *store.Run) string {
-	st := s.sup.Store()
-	if evs, err := st.Events(ctx, r.ID, max(r.LastSeq-1, 0), 0); err == nil && len(evs) > 0 {
+	if evs, err := s.b.Events(ctx, r.ID, max(r.LastSeq-1, 0), 0); err == nil && len(evs) > 0 {
 		var ev drover.Event
-		if json.Unmarshal(evs[len(evs)-1].JSON, &ev) == nil {
+		if json.Unmarshal(evs[len(evs)-1], &ev) == nil {
 			if d, ok := ev.Payload.(drover.DonePayload); ok && d.Result != "" {
 				return d.Result
 			}
 		}
 	}
-	msgs, err := st.Messages(ctx, r.ID)
+	msgs, err := s.b.Messages(ctx, r.ID)
 	if err != nil {
 		return ""
 	}
@@ -277,23 +268,16 @@ func (s *Server) resultText(ctx context.Context, r *store.Run) string {
 
 // detail is what get_run reports of r.
 func (s *Server) detail(ctx context.Context, r *store.Run) (RunDetail, error) {
-	st := s.sup.Store()
 	d := RunDetail{Run: s.summary(ctx, r), Prompt: r.Prompt, Children: []Child{}}
-	children, err := st.Children(ctx, r.ID)
+	tree, err := s.b.Tree(ctx, r.ID)
 	if err != nil {
 		return d, err
 	}
-	for _, c := range children {
+	for _, c := range tree.Children {
 		d.Children = append(d.Children, Child{RunID: c.ID, Agent: c.Agent, Status: string(c.Status)})
 	}
-	if d.Total, err = runs.SumTree(ctx, st, r.ID); err != nil {
-		return d, err
-	}
-	pending, err := s.sup.Pending(ctx, r.ID)
-	if err != nil {
-		return d, err
-	}
-	for _, p := range pending {
+	d.Total = tree.Total
+	for _, p := range tree.Pending {
 		d.Pending = append(d.Pending, PendingAnswer{RequestID: p.RequestID, ToolName: p.ToolName})
 	}
 	return d, nil
