@@ -1,10 +1,12 @@
 package e2e
 
 // drover as an MCP server inside a run (MCP-1, MCP-2): the real drover
-// binary runs the pinned claude with `drover mcp` registered through
-// `drover run --mcp-config`; fakemodel scripts Claude to call run_agent,
-// and the nested drover runs the pinned codex, recorded as the Claude
-// run's child in the same ledger.
+// binary runs the pinned claude, contained (the default in supervised),
+// with `drover mcp` registered through `drover run --mcp-config`;
+// fakemodel scripts Claude to call run_agent, and the nested drover, a
+// client of the outer one over its socket (it cannot write the ledger
+// from inside the contained run), has the outer drover run the pinned
+// codex, recorded as the Claude run's child in the same ledger.
 
 import (
 	"context"
@@ -26,6 +28,7 @@ import (
 	"github.com/drover-run/drover/adapter/codex"
 	"github.com/drover-run/drover/fakemodel"
 	"github.com/drover-run/drover/internal/proc"
+	"github.com/drover-run/drover/internal/runner"
 	"github.com/drover-run/drover/runs"
 	"github.com/drover-run/drover/store"
 	"github.com/drover-run/drover/store/sqlite"
@@ -128,14 +131,17 @@ func (w *mcpWorld) noDroverLeft() {
 // --mcp-config), calls run_agent; the MCP call is a permission request
 // like any other in supervised (a rule allows it) and a tool_use /
 // tool_result named mcp__drover__run_agent whose output is Codex's
-// answer. The nested drover mcp reaches the ledger through DROVER_DB
-// although its own state directory is elsewhere, and records the Codex
-// run as the Claude run's child; drover show lists it and rolls both
-// runs' usage up; no process is left.
+// answer. The Claude run was contained; the nested drover mcp, inside
+// it, reaches the outer drover over DROVER_SOCKET (its own state
+// directory is elsewhere, and the ledger is not writable from there),
+// which runs Codex as the Claude run's child; drover show lists it and
+// rolls both runs' usage up; no process is left.
 func TestMCP1_ClaudeRunsCodexThroughDroverMCP(t *testing.T) {
 	w := newMCPWorld(t)
 	script := w.write("script.json", mcpScript)
-	outerLog, nestedLog := filepath.Join(w.dir, "outer.jsonl"), filepath.Join(w.dir, "nested.jsonl")
+	// The nested drover runs inside Claude's containment: the run's
+	// workspace is where it may write its fakemodel log.
+	outerLog, nestedLog := filepath.Join(w.dir, "outer.jsonl"), filepath.Join(w.cwd, "nested.jsonl")
 	servers, _ := json.Marshal(map[string]any{"mcpServers": map[string]any{"drover": map[string]any{
 		"command": w.drover, "args": []string{"mcp", "--fakemodel-script", script, "--fakemodel-log", nestedLog},
 		"env": map[string]string{"XDG_STATE_HOME": w.state}}}})
@@ -155,6 +161,9 @@ func TestMCP1_ClaudeRunsCodexThroughDroverMCP(t *testing.T) {
 	if d := doneOf(t, evs); d.Status != drover.StatusSuccess || d.Result != "Codex said hello." {
 		t.Fatalf("claude's done %+v", d)
 	}
+	if last := evs[len(evs)-1]; last.Metadata[runner.MetaContained] != true {
+		t.Fatalf("the claude run was not contained: done metadata %v", last.Metadata)
+	}
 	claudeRun := evs[0].RunID
 
 	// The MCP call in UES: asked, allowed by the rule, used, answered.
@@ -164,7 +173,7 @@ func TestMCP1_ClaudeRunsCodexThroughDroverMCP(t *testing.T) {
 	uses := payloads[drover.ToolUsePayload](evs)
 	results := payloads[drover.ToolResultPayload](evs)
 	if len(asked) != 1 || asked[0].ToolName != tool || len(answers) != 1 || answers[0].Behavior != drover.Allow || answers[0].By != drover.ByRule {
-		t.Fatalf("permission: asked %+v, answered %+v", asked, answers)
+		t.Fatalf("permission: asked %+v, answered %+v\nstdout %s", asked, answers, out)
 	}
 	if len(uses) != 1 || uses[0].ToolName != tool || uses[0].Input["agent"] != "codex" {
 		t.Fatalf("tool_use %+v", uses)
@@ -179,8 +188,12 @@ func TestMCP1_ClaudeRunsCodexThroughDroverMCP(t *testing.T) {
 		t.Fatalf("claude run's children %+v", outer.Children)
 	}
 	child := outer.Children[0]
-	if child.Agent != codex.ID || child.ParentID != claudeRun || child.Status != store.StatusCompleted || child.Owner == outer.Run.Owner {
+	// The outer drover ran the child (the nested one only asked it to).
+	if child.Agent != codex.ID || child.ParentID != claudeRun || child.Status != store.StatusCompleted || child.Owner != outer.Run.Owner {
 		t.Fatalf("child %+v (parent owned by %s)", child, outer.Run.Owner)
+	}
+	if cs := w.show(child.ID); cs.Run.ParentID != claudeRun {
+		t.Fatalf("the codex run in the ledger %+v", cs.Run)
 	}
 	if !strings.Contains(results[0].Output, child.ID) {
 		t.Errorf("run_agent's answer does not name the child run %s: %s", child.ID, results[0].Output)

@@ -63,6 +63,7 @@ func (e *env) supervise(ctx context.Context, st store.Store, loc string, cfg run
 		return err
 	}
 	defer sup.Close()
+	serveNested(sup, e.log)
 	return fn(sup, st)
 }
 

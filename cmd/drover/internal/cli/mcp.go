@@ -5,7 +5,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"time"
 
@@ -14,6 +16,7 @@ import (
 
 	"github.com/drover-run/drover"
 	"github.com/drover-run/drover/mcpserver"
+	"github.com/drover-run/drover/protocol"
 	"github.com/drover-run/drover/runs"
 	"github.com/drover-run/drover/store"
 )
@@ -32,9 +35,14 @@ run_agent, start_run, await_run, get_run, cancel_run and list_agents. Every
 run is recorded in the ledger like 'drover run' records it.
 
 Started by an agent that drover runs, drover mcp finds that run in its
-environment (DROVER_RUN_ID, and the ledger in DROVER_DB): every run it
-starts is a child of it, ends when it ends, is never above its tier, and
-shows under it in 'drover show'.
+environment: every run it starts is a child of it, ends when it ends, is
+never above its tier, and shows under it in 'drover show'. It asks the
+drover that runs the agent to start them, over that drover's socket
+(DROVER_SOCKET, with the run's DROVER_RUN_TOKEN), so that a contained run,
+which cannot write the ledger, can still start runs; each child is
+contained on its own. Then --limit and --approval-timeout are that
+drover's. With --db or --parent, or without DROVER_SOCKET, it opens the
+ledger itself (DROVER_DB, DROVER_RUN_ID).
 
 Runs are at most in the supervised tier unless --max-tier allows more. When
 stdin ends (the agent went away), drover cancels the runs this server
@@ -66,6 +74,10 @@ exits 130.`,
 			}
 			defer stopFake()
 			cfg := mcpserver.Config{ParentID: parent, MaxTier: tier, Defaults: apply, Logger: e.log}
+			sock, token := os.Getenv(runs.EnvSocket), os.Getenv(runs.EnvRunToken)
+			if sock != "" && token != "" && !cmd.Flags().Changed("db") && !cmd.Flags().Changed("parent") {
+				return e.mcpNested(ctx, sock, token, cfg)
+			}
 			rcfg := runs.Config{Limit: limit, DefaultApprovalTimeout: approvalTimeout}
 			return e.withLedger(ctx, db, rcfg, func(sup *runs.Supervisor, _ store.Store) error {
 				if parent != "" {
@@ -80,15 +92,7 @@ exits 130.`,
 				if err != nil {
 					return err
 				}
-				// stdin is never closed by the server: a Read in progress
-				// cannot be interrupted, and on a signal the process exits.
-				t := &mcp.IOTransport{Reader: io.NopCloser(e.stdin), Writer: nopWriteCloser{e.stdout}}
-				if err := srv.Serve(ctx, t); errors.Is(err, context.Canceled) {
-					return exitError{ExitInterrupted}
-				} else if err != nil && !errors.Is(err, io.EOF) {
-					return err
-				}
-				return nil
+				return e.serveMCP(ctx, srv)
 			})
 		},
 	}
@@ -101,6 +105,50 @@ exits 130.`,
 	cmd.Flags().StringVar(&fakeScript, "fakemodel-script", "", "script file for --fakemodel (default: the built-in demo script)")
 	cmd.Flags().StringVar(&fakeLog, "fakemodel-log", "", "append every request fakemodel receives to this file, one JSON line each")
 	return cmd
+}
+
+// mcpNested serves the MCP tools over the drover that runs this process's
+// agent, reached at its nested-run socket with the run's token: that
+// drover starts, contains and records the runs; every one is a child of
+// the run the token names.
+func (e *env) mcpNested(ctx context.Context, sock, token string, cfg mcpserver.Config) error {
+	client, auth, err := protocol.DialNested(ctx, sock, token)
+	if err != nil {
+		return fmt.Errorf("%w (drover mcp inside a run asks the drover running it; outside one, unset %s or pass --db)", err, runs.EnvSocket)
+	}
+	defer client.Close()
+	cfg.ParentID = auth.RunID
+	srv, err := mcpserver.NewOver(mcpserver.Remote(client), cfg)
+	if err != nil {
+		return err
+	}
+	return e.serveMCP(ctx, srv)
+}
+
+// serveMCP serves srv on stdin and stdout until the client ends the
+// session (nil) or ctx ends (the interrupted exit).
+func (e *env) serveMCP(ctx context.Context, srv *mcpserver.Server) error {
+	// stdin is never closed by the server: a Read in progress cannot be
+	// interrupted, and on a signal the process exits.
+	t := &mcp.IOTransport{Reader: io.NopCloser(e.stdin), Writer: nopWriteCloser{e.stdout}}
+	if err := srv.Serve(ctx, t); errors.Is(err, context.Canceled) {
+		return exitError{ExitInterrupted}
+	} else if err != nil && !errors.Is(err, io.EOF) {
+		return err
+	}
+	return nil
+}
+
+// serveNested makes sup serve the runs started from inside its runs (a
+// nested drover mcp) over its nested-run socket, as a protocol server
+// confined to each run (protocol.Server.ServeNested). A socket that cannot
+// be made is logged, not fatal: the runs then get no DROVER_SOCKET, and a
+// nested drover opens the ledger itself, as before.
+func serveNested(sup *runs.Supervisor, log *slog.Logger) {
+	srv := protocol.NewServer(sup, protocol.Config{Logger: log, Client: "nested"})
+	if _, err := sup.ServeNested(srv.ServeNested); err != nil && log != nil {
+		log.Warn("no nested-run socket: a drover mcp inside a run will open the ledger itself", "err", err)
+	}
 }
 
 // readMCPConfig reads drover run's --mcp-config file: {"mcpServers":

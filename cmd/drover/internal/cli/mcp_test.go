@@ -14,6 +14,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/drover-run/drover"
+	"github.com/drover-run/drover/builtin"
+	"github.com/drover-run/drover/internal/agenttest"
 	"github.com/drover-run/drover/mcpserver"
 	"github.com/drover-run/drover/runs"
 	"github.com/drover-run/drover/store"
@@ -229,5 +231,68 @@ func TestMCP2_RunMCPConfig(t *testing.T) {
 		if code != ExitUsage || !strings.Contains(stderr, tc.want) {
 			t.Errorf("%s with %s: exit %d, stderr %q, want %q", tc.agent, filepath.Base(tc.file), code, stderr, tc.want)
 		}
+	}
+}
+
+// TestMCP1_CommandUsesTheParentsSocket: started inside a run of a drover
+// that serves nested runs (DROVER_SOCKET and DROVER_RUN_TOKEN, as drover
+// gives its agents), drover mcp never opens the ledger: it asks that
+// drover, which runs the agent as the run's child; a socket nobody serves
+// is an error naming it, before anything is served.
+func TestMCP1_CommandUsesTheParentsSocket(t *testing.T) {
+	ctx := context.Background()
+	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "drover.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	tokens := make(chan string, 1)
+	reg := builtin.Registry()
+	if err := reg.Register(&agenttest.Agent{Name: "holder", Fn: func(ctx context.Context, req drover.Request, y func(drover.Event, error) bool) {
+		tokens <- req.Options.Env[runs.EnvRunToken]
+		if y(drover.Event{Type: drover.TypeText, Payload: drover.TextPayload{Content: "holding"}}, nil) {
+			<-ctx.Done()
+		}
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	sup, err := runs.New(ctx, drover.NewEngine(reg), st, runs.Config{Owner: "outer:1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sup.Close()
+	serveNested(sup, nil)
+	parent, err := sup.Start(ctx, runs.StartRequest{Agent: "holder", Prompt: "delegate"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// No ledger where the nested drover would look for one.
+	elsewhere := filepath.Join(t.TempDir(), "elsewhere.db")
+	t.Setenv("DROVER_DB", elsewhere)
+	t.Setenv(runs.EnvRunID, parent.RunID)
+	t.Setenv(runs.EnvSocket, sup.NestedSocket())
+	t.Setenv(runs.EnvRunToken, <-tokens)
+
+	m := startMCP(t, "ok", "mcp")
+	r := m.run(t, map[string]any{"agent": "claude", "prompt": "nested"})
+	if r.ParentID != parent.RunID || r.Status != "completed" || r.Result != "ok" {
+		t.Fatalf("run_agent %+v", r)
+	}
+	if code := m.stop(); code != ExitOK {
+		t.Fatalf("exit %d: %s", code, m.stderr.String())
+	}
+	child, err := st.GetRun(ctx, r.RunID)
+	if err != nil || child.Owner != "outer:1" || child.ParentID != parent.RunID {
+		t.Fatalf("the child in the parent's ledger %+v %v", child, err)
+	}
+	if _, err := os.Stat(elsewhere); !os.IsNotExist(err) {
+		t.Errorf("drover mcp opened a ledger of its own: %v", err)
+	}
+
+	gone := filepath.Join(t.TempDir(), "gone.sock")
+	t.Setenv(runs.EnvSocket, gone)
+	var out, errb bytes.Buffer
+	if code := Run(ctx, []string{"mcp"}, strings.NewReader(""), &out, &errb); code == ExitOK || !strings.Contains(errb.String(), runs.EnvSocket+"="+gone) {
+		t.Fatalf("a socket nobody serves: exit %d, stderr %q", code, errb.String())
 	}
 }
