@@ -15,11 +15,13 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"path/filepath"
 	"runtime/debug"
 	"slices"
 	"time"
 
 	"github.com/drover-run/drover"
+	"github.com/drover-run/drover/internal/contain"
 	"github.com/drover-run/drover/runs"
 	"github.com/drover-run/drover/store"
 )
@@ -82,8 +84,9 @@ type scope struct {
 // connection speaks the protocol as Serve does, confined to that run:
 //
 //   - "run" starts a child of that run, never one elsewhere (a parent
-//     other than it is BOUNDARY_VIOLATION), never above its tier nor
-//     less contained than it (BOUNDARY_VIOLATION), with only the options
+//     other than it is BOUNDARY_VIOLATION), never above its tier, less
+//     contained than it, or with a vendor config home outside the
+//     directories it may write (BOUNDARY_VIOLATION), with only the options
 //     an agent may choose for a child (no fork, session, resume token,
 //     environment, binary, MCP servers, allowed tools or permission
 //     rules: VALIDATION_ERROR); Start's BND-1 and BND-3 checks apply;
@@ -311,11 +314,14 @@ func (c *Conn) nestedRun(ctx context.Context, params []byte) (any, error) {
 	if err != nil {
 		return nil, toError(err)
 	}
-	// Only the tier and containment are read: options recorded by another
+	// Only what bounds the child is read: options recorded by another
 	// drover version may have fields this one does not know.
 	var po struct {
-		Tier    drover.Tier `json:"tier"`
-		Contain *bool       `json:"contain"`
+		Tier      drover.Tier `json:"tier"`
+		Contain   *bool       `json:"contain"`
+		Cwd       string      `json:"cwd"`
+		AddDirs   []string    `json:"addDirs"`
+		ConfigDir string      `json:"configDir"`
 	}
 	if len(parent.Options) > 0 {
 		if err := json.Unmarshal(parent.Options, &po); err != nil {
@@ -349,6 +355,30 @@ func (c *Conn) nestedRun(ctx context.Context, params []byte) (any, error) {
 		}
 		yes := true
 		opts.Contain = &yes
+	}
+	if opts.ConfigDir != "" {
+		// Start lets a run's vendor config home lie anywhere (it is the
+		// run's own state), and a contained run may write it: a client
+		// inside the parent would get a directory to write that its own
+		// run may not. So a nested run's must be one its parent may write.
+		parentOpts := drover.Options{Cwd: po.Cwd, AddDirs: po.AddDirs}
+		cwd, dirs := parentOpts.WorkDirs()
+		allowed := append([]string{cwd}, dirs...)
+		if po.ConfigDir != "" {
+			allowed = append(allowed, po.ConfigDir)
+		}
+		base := opts.Cwd
+		if base == "" {
+			base = cwd
+		}
+		cd := opts.ConfigDir
+		if !filepath.IsAbs(cd) {
+			cd = filepath.Join(base, cd)
+		}
+		cd = contain.Resolve(cd)
+		if !slices.ContainsFunc(allowed, func(a string) bool { return contain.Within(cd, contain.Resolve(a)) }) {
+			return nil, errorf(CodeBoundaryViolation, "configDir %s is outside the directories run %s may write (%v): a run started from inside it gets no other directory to write", cd, root, allowed)
+		}
 	}
 	started, err := c.s.sup.Start(ctx, runs.StartRequest{Agent: p.Agent, Prompt: p.Prompt, Options: opts, ParentID: root})
 	if err != nil {

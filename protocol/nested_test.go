@@ -215,6 +215,10 @@ func TestMCP1_NestedConnectionIsConfinedToItsRun(t *testing.T) {
 		{"environment", protocol.RunParams{Agent: "quick", Prompt: "1", Options: &drover.Options{Env: map[string]string{"X": "1"}}}, protocol.CodeValidation},
 		{"rules", protocol.RunParams{Agent: "quick", Prompt: "1", Options: &drover.Options{PermissionRules: []drover.PermissionRule{{Tool: "Bash", Behavior: drover.Allow}}}}, protocol.CodeValidation},
 		{"fork", protocol.RunParams{Agent: "quick", Prompt: "1", Fork: child.RunID}, protocol.CodeValidation},
+		{"a config home elsewhere", protocol.RunParams{Agent: "quick", Prompt: "1", Options: &drover.Options{ConfigDir: t.TempDir()}}, protocol.CodeBoundaryViolation},
+		// Within the parent's directories the boundary holds; the fake
+		// agent then refuses a config home (it has none).
+		{"a config home in the parent's cwd", protocol.RunParams{Agent: "quick", Prompt: "1", Options: &drover.Options{ConfigDir: "home"}}, protocol.CodeValidation},
 	} {
 		if _, err := c.Run(ctx, tc.p); code(err) != tc.code {
 			t.Errorf("%s: %v, want %s", tc.name, err, tc.code)

@@ -118,6 +118,17 @@ func (e *env) mcpNested(ctx context.Context, sock, token string, cfg mcpserver.C
 	}
 	defer client.Close()
 	cfg.ParentID = auth.RunID
+	if d := cfg.Defaults; d != nil {
+		// --fakemodel's config home is under this drover's state
+		// directory, which the outer drover refuses as a nested run's
+		// (only directories the parent run may write are allowed): the
+		// runs keep their vendor's default home instead.
+		cfg.Defaults = func(o *drover.Options) {
+			cd := o.ConfigDir
+			d(o)
+			o.ConfigDir = cd
+		}
+	}
 	srv, err := mcpserver.NewOver(mcpserver.Remote(client), cfg)
 	if err != nil {
 		return err
