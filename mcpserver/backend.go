@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/drover-run/drover"
 	"github.com/drover-run/drover/protocol"
@@ -141,11 +142,18 @@ func (r remote) Start(ctx context.Context, req runs.StartRequest) (runs.Started,
 	res, err := r.c.Run(ctx, protocol.RunParams{Agent: req.Agent, Prompt: req.Prompt, Options: &opts, Parent: req.ParentID, Fork: req.ForkFrom})
 	if err != nil {
 		var pe *protocol.Error
-		if errors.As(err, &pe) {
-			// The server's refusal, said as the tools say their own errors.
-			return runs.Started{}, errors.New(pe.Message)
+		if !errors.As(err, &pe) {
+			return runs.Started{}, err
 		}
-		return runs.Started{}, err
+		// The server's refusal, said as the tools say their own errors; the
+		// two Start errors the tools explain are known again by their text,
+		// the only thing the protocol carries besides the code.
+		for _, known := range []error{drover.ErrUnknownAgent, runs.ErrParentEnded} {
+			if rest, ok := strings.CutPrefix(pe.Message, known.Error()); ok && pe.Code == protocol.CodeValidation {
+				return runs.Started{}, fmt.Errorf("%w%s", known, rest)
+			}
+		}
+		return runs.Started{}, errors.New(pe.Message)
 	}
 	return *res, nil
 }

@@ -81,7 +81,7 @@ func TestMCP1_NestedThroughTheParentsSocket(t *testing.T) {
 	if msg := c.failed("run_agent", map[string]any{"agent": "echo", "prompt": "wider", "tier": "supervised"}); !strings.Contains(msg, "is above dry-run") {
 		t.Fatalf("a tier above the parent's: %s", msg)
 	}
-	if msg := c.failed("run_agent", map[string]any{"agent": "nobody", "prompt": "x"}); !strings.Contains(msg, "nobody") {
+	if msg := c.failed("run_agent", map[string]any{"agent": "nobody", "prompt": "x"}); !strings.Contains(msg, `unknown agent "nobody" (list_agents names the agents)`) {
 		t.Fatalf("an unknown agent: %s", msg)
 	}
 	going := ok[runs.Started](c, "start_run", map[string]any{"agent": "hang", "prompt": "going"})
@@ -119,7 +119,7 @@ func TestMCP1_NestedThroughTheParentsSocket(t *testing.T) {
 	if g := decode[mcpserver.Run](t, res); g.Status != "failed" || g.Error != store.ReasonParentEnded {
 		t.Fatalf("child of an ended parent %+v", g)
 	}
-	if msg := c.failed("start_run", map[string]any{"agent": "echo", "prompt": "late"}); !strings.Contains(msg, "not active") {
+	if msg := c.failed("start_run", map[string]any{"agent": "echo", "prompt": "late"}); !strings.Contains(msg, "the run this server works for ("+parent.RunID+") has ended") {
 		t.Fatalf("start under an ended parent: %s", msg)
 	}
 	if err := c.close(); err != nil {
