@@ -37,6 +37,8 @@ type exchange struct {
 	toolResults  []ToolResult
 	// cwd is the client's working directory when the request reveals it.
 	cwd string
+	// apiKey is the API key the request carries ("" for none).
+	apiKey string
 	// aux, when set, marks an auxiliary request the client makes besides
 	// the conversation (OpenCode's title request, Gemini's routing
 	// classifier): it is answered with auxText, not from the script, and
@@ -103,6 +105,9 @@ type toolTable struct {
 func (p *program) resolve(x *exchange, tools toolTable) *answer {
 	a := &answer{step: x.turns, usage: Usage{Input: 10, Output: 5}}
 	for _, r := range p.rules {
+		if r.apiKey != "" && r.apiKey != x.apiKey {
+			continue
+		}
 		m := r.re.FindStringSubmatchIndex(x.prompt)
 		if m == nil {
 			continue

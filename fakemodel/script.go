@@ -40,6 +40,11 @@ type Rule struct {
 	// every prompt (and makes $0 the whole prompt). It is compiled when the
 	// script is parsed.
 	Match string `json:"match"`
+	// APIKey, when set, restricts the rule to requests carrying this API
+	// key (x-api-key, Authorization: Bearer, x-goog-api-key or ?key=), so a
+	// script can answer one credential differently from another: a rate
+	// limit for the first key, an answer for the second (failover tests).
+	APIKey string `json:"apiKey,omitempty"`
 	// Steps are the successive model responses of one conversation turn.
 	Steps []Step `json:"steps"`
 }
@@ -224,9 +229,10 @@ type program struct {
 }
 
 type compiledRule struct {
-	name  string
-	re    *regexp.Regexp
-	steps []Step
+	name   string
+	re     *regexp.Regexp
+	apiKey string
+	steps  []Step
 }
 
 // compile validates s and compiles its regexps.
@@ -262,7 +268,7 @@ func compile(s *Script) (*program, error) {
 		if name == "" {
 			name = fmt.Sprintf("rules[%d]", i)
 		}
-		p.rules = append(p.rules, compiledRule{name: name, re: re, steps: steps})
+		p.rules = append(p.rules, compiledRule{name: name, re: re, apiKey: r.APIKey, steps: steps})
 	}
 	return p, nil
 }

@@ -383,6 +383,7 @@ func (s *Server) serveTurn(w http.ResponseWriter, r *http.Request, wi wire, body
 		return
 	}
 	rec.Model, rec.Stream, rec.Prompt = x.model, x.stream, x.prompt
+	x.apiKey = requestAPIKey(r)
 	rec.UserTexts, rec.ToolsOffered, rec.ToolResults = x.userTexts, x.toolsOffered, x.toolResults
 
 	if x.aux != "" {
@@ -405,6 +406,22 @@ func (s *Server) serveTurn(w http.ResponseWriter, r *http.Request, wi wire, body
 		return
 	}
 	wi.writeAnswer(ctx, w, x, a)
+}
+
+// requestAPIKey returns the API key r carries, the way each vendor API
+// sends one: x-api-key (Anthropic), Authorization: Bearer (OpenAI),
+// x-goog-api-key or the key query parameter (Gemini); "" for none.
+func requestAPIKey(r *http.Request) string {
+	if k := r.Header.Get("x-api-key"); k != "" {
+		return k
+	}
+	if k, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok {
+		return strings.TrimSpace(k)
+	}
+	if k := r.Header.Get("x-goog-api-key"); k != "" {
+		return k
+	}
+	return r.URL.Query().Get("key")
 }
 
 // serveControl serves /_fakemodel/: the request log and script replacement.
