@@ -15,6 +15,9 @@ import (
 // cancellation turned into events; the adapter stopped as soon as it is done.
 type Engine struct {
 	reg *Registry
+
+	coolOnce sync.Once
+	cool     *Cooldowns // failover's cooldowns, shared by all runs (failover.go)
 }
 
 // NewEngine returns an engine over reg.
@@ -147,8 +150,17 @@ var (
 // adapter.
 type consumerPanic struct{ v any }
 
-// stream is the guarded event stream of one run.
+// stream is the guarded event stream of one run: one attempt, or with a
+// failover chain, attempts until one is not retried (failover.go).
 func (e *Engine) stream(ctx context.Context, a Adapter, prompt string, opts Options, runID string) iter.Seq[Event] {
+	if opts.Failover != nil {
+		return e.failover(ctx, a, prompt, opts, runID)
+	}
+	return e.attempt(ctx, a, prompt, opts, runID)
+}
+
+// attempt is the guarded event stream of one attempt of a run.
+func (e *Engine) attempt(ctx context.Context, a Adapter, prompt string, opts Options, runID string) iter.Seq[Event] {
 	return func(yield func(Event) bool) {
 		if opts.SessionID == "" {
 			opts.SessionID = NewSessionID()

@@ -146,6 +146,11 @@ type Options struct {
 	// where the kernel cannot; false never contains. The done event's
 	// metadata says what the run got (docs/security.md).
 	Contain *bool `json:"contain,omitempty"`
+	// Failover, when set, is the run's failover chain (FAIL-1): the
+	// credential profiles, models and agents tried, in turn, when an
+	// attempt fails retryably before any tool ran (failover.go). Its
+	// profiles' secrets are redacted wherever options are recorded.
+	Failover *Failover `json:"failover,omitempty"`
 }
 
 // Containment reports whether o asks for the vendor process to be
@@ -260,6 +265,9 @@ func (o Options) Validate() error {
 		if err := o.MCPServers[name].validate(name); err != nil {
 			return &Error{Code: CodeValidation, Message: err.Error()}
 		}
+	}
+	if o.Failover != nil {
+		return o.Failover.validate()
 	}
 	return nil
 }
@@ -458,8 +466,9 @@ func IsSecretName(name string) bool {
 
 // Redacted returns a copy of o fit to record and show (SEC-3): the
 // endpoint's API key, the values of environment variables and MCP server
-// environment and headers whose names say they hold a credential are
-// replaced by Redacted. o itself is unchanged; runs use it as it is.
+// environment and headers whose names say they hold a credential, and
+// every value of a failover profile's environment, are replaced by
+// Redacted. o itself is unchanged; runs use it as it is.
 func (o Options) Redacted() Options {
 	redactMap := func(m map[string]string) map[string]string {
 		if m == nil {
@@ -489,6 +498,9 @@ func (o Options) Redacted() Options {
 			servers[name] = m
 		}
 		o.MCPServers = servers
+	}
+	if o.Failover != nil {
+		o.Failover = o.Failover.redacted()
 	}
 	return o
 }

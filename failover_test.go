@@ -1,0 +1,358 @@
+package drover_test
+
+import (
+	"context"
+	"encoding/json"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/drover-run/drover"
+)
+
+// apiFake is a fake agent in front of a scripted model API: the answer
+// depends on the credential (Env["API_KEY"]) and the model of the attempt.
+type apiFake struct {
+	mu    sync.Mutex
+	seen  []drover.Options // every attempt's options, in order
+	fails map[string]drover.ErrorCode
+	// toolFirst makes a failing attempt run a tool before it fails.
+	toolFirst  bool
+	retryAfter int // ms, reported in the failure's metadata when > 0
+}
+
+// attempt is the fake's key for a credential and model: "KEY/MODEL".
+func attemptKey(o drover.Options) string { return o.Env["API_KEY"] + "/" + o.Model }
+
+func (f *apiFake) adapter(id string) *fake {
+	caps := &drover.Capabilities{Tiers: drover.Tiers(), ConfigDir: true, Resume: true}
+	return &fake{id: id, caps: caps, run: func(ctx context.Context, req drover.Request, y func(drover.Event, error) bool) {
+		f.mu.Lock()
+		f.seen = append(f.seen, req.Options)
+		code := f.fails[id+":"+attemptKey(req.Options)]
+		f.mu.Unlock()
+		cost := 0.5
+		if !y(ev(drover.TypeInit, drover.InitPayload{Model: req.Options.Model}), nil) {
+			return
+		}
+		if code == "" {
+			if y(text("answered by "+id+":"+attemptKey(req.Options)), nil) {
+				y(ev(drover.TypeDone, drover.DonePayload{Status: drover.StatusSuccess, ResumeToken: "tok-" + id,
+					Usage: drover.Usage{InputTokens: 10, OutputTokens: 5, TotalCostUSD: &cost}, DurationMs: 1}), nil)
+			}
+			return
+		}
+		if f.toolFirst {
+			if !y(ev(drover.TypeToolUse, drover.ToolUsePayload{ToolName: "Bash", ToolUseID: "t1", Input: map[string]any{}}), nil) {
+				return
+			}
+		}
+		e := ev(drover.TypeError, drover.ErrorPayload{Code: code, Message: "scripted " + string(code)})
+		if f.retryAfter > 0 {
+			e.Metadata = map[string]any{drover.MetaRetryAfterMs: float64(f.retryAfter)}
+		}
+		if y(e, nil) {
+			y(ev(drover.TypeDone, drover.DonePayload{Status: drover.StatusError,
+				Usage: drover.Usage{InputTokens: 3, OutputTokens: 0}, DurationMs: 1}), nil)
+		}
+	}}
+}
+
+func (f *apiFake) attempts() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []string
+	for _, o := range f.seen {
+		out = append(out, attemptKey(o))
+	}
+	return out
+}
+
+func profiles(names ...string) []drover.Profile {
+	var ps []drover.Profile
+	for _, n := range names {
+		ps = append(ps, drover.Profile{Name: n, Env: map[string]string{"API_KEY": "key-" + n}})
+	}
+	return ps
+}
+
+func recoverables(evs []drover.Event) []drover.Event {
+	var out []drover.Event
+	for _, e := range evs {
+		if p, ok := e.Payload.(drover.ErrorPayload); ok && p.Recoverable {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+func attemptsOf(t *testing.T, d drover.Event) []drover.AttemptRecord {
+	t.Helper()
+	a, ok := d.Metadata["attempts"].([]drover.AttemptRecord)
+	if !ok {
+		t.Fatalf("done metadata.attempts missing: %+v", d.Metadata)
+	}
+	return a
+}
+
+// FAIL-1: a rate limit on the first profile switches to the second, with
+// one recoverable error naming the switch; usage is summed over both
+// attempts and each attempt is in done's metadata.
+func TestFAIL1_ProfileSwitchOnRateLimit(t *testing.T) {
+	api := &apiFake{fails: map[string]drover.ErrorCode{"x:key-a/": drover.CodeRateLimited}}
+	e := engineWith(t, api.adapter("x"))
+	evs := runAll(t, e, context.Background(), "x", drover.Options{Failover: &drover.Failover{Profiles: profiles("a", "b")}})
+	d := checkShape(t, evs)
+	if d.Status != drover.StatusSuccess {
+		t.Fatalf("status %s, want success: %v", d.Status, types(evs))
+	}
+	if got := api.attempts(); !slices.Equal(got, []string{"key-a/", "key-b/"}) {
+		t.Errorf("attempts %v", got)
+	}
+	rec := recoverables(evs)
+	if len(rec) != 1 {
+		t.Fatalf("%d recoverable errors, want 1: %v", len(rec), types(evs))
+	}
+	p := rec[0].Payload.(drover.ErrorPayload)
+	if p.Code != drover.CodeRateLimited || !strings.Contains(p.Message, "trying profile b") || !strings.Contains(p.Message, "profile a") {
+		t.Errorf("switch event %+v", p)
+	}
+	if fo, _ := rec[0].Metadata["failover"].(map[string]any); fo == nil || fo["to"].(map[string]any)["profile"] != "b" {
+		t.Errorf("switch metadata %+v", rec[0].Metadata)
+	}
+	for _, e := range evs {
+		if p, ok := e.Payload.(drover.ErrorPayload); ok && !p.Recoverable {
+			t.Errorf("unrecoverable error passed on: %+v", p)
+		}
+	}
+	if d.Usage.InputTokens != 13 || d.Usage.OutputTokens != 5 || d.Usage.TotalCostUSD == nil || *d.Usage.TotalCostUSD != 0.5 {
+		t.Errorf("usage %+v, want the attempts summed (13 in, 5 out, $0.5)", d.Usage)
+	}
+	att := attemptsOf(t, evs[len(evs)-1])
+	if len(att) != 2 || att[0].Profile != "a" || att[0].Code != drover.CodeRateLimited || att[0].Status != drover.StatusError ||
+		att[1].Profile != "b" || att[1].Status != drover.StatusSuccess || att[1].Usage.InputTokens != 10 {
+		t.Errorf("attempts %+v", att)
+	}
+	// Every attempt's events are in the one stream, under one session.
+	inits := 0
+	for _, e := range evs {
+		if e.Type == drover.TypeInit {
+			inits++
+		}
+		if e.SessionID != evs[0].SessionID {
+			t.Errorf("event in session %s, want %s", e.SessionID, evs[0].SessionID)
+		}
+	}
+	if inits != 2 {
+		t.Errorf("%d init events, want one per attempt", inits)
+	}
+}
+
+// FAIL-1: a retryable failure after a tool ran is never retried: the run
+// fails and says why.
+func TestFAIL1_FailureAfterToolNotRetried(t *testing.T) {
+	api := &apiFake{fails: map[string]drover.ErrorCode{"x:key-a/": drover.CodeRateLimited}, toolFirst: true}
+	e := engineWith(t, api.adapter("x"))
+	evs := runAll(t, e, context.Background(), "x", drover.Options{Failover: &drover.Failover{Profiles: profiles("a", "b")}})
+	d := checkShape(t, evs)
+	if d.Status != drover.StatusError {
+		t.Fatalf("status %s, want error", d.Status)
+	}
+	if got := api.attempts(); len(got) != 1 {
+		t.Errorf("attempts %v, want one", got)
+	}
+	if len(recoverables(evs)) != 0 {
+		t.Errorf("a recoverable error: %v", recoverables(evs))
+	}
+	p := errorOf(t, evs)
+	if p.Code != drover.CodeRateLimited || p.Recoverable || !strings.Contains(p.Message, "not retried: a tool had already run") {
+		t.Errorf("error %+v", p)
+	}
+	if att := attemptsOf(t, evs[len(evs)-1]); len(att) != 1 {
+		t.Errorf("attempts %+v", att)
+	}
+}
+
+// FAIL-1: the chain goes profile by profile, then model by model, then
+// agent by agent; a fallback agent starts a new conversation in its own
+// configuration home; a profile for another agent is not used.
+func TestFAIL1_ChainOrder(t *testing.T) {
+	fails := map[string]drover.ErrorCode{}
+	for _, k := range []string{"key-a/", "key-b/", "key-a/m2", "key-b/m2"} {
+		fails["x:"+k] = drover.CodeOverloaded
+	}
+	api := &apiFake{fails: fails}
+	e := engineWith(t, api.adapter("x"), api.adapter("y"))
+	ps := profiles("a", "b")
+	ps[0].Agent, ps[1].Agent = "x", "x"
+	ps = append(ps, drover.Profile{Name: "c", Agent: "y", Env: map[string]string{"API_KEY": "key-c"}})
+	home := t.TempDir()
+	evs := runAll(t, e, context.Background(), "x", drover.Options{Resume: "old", ConfigDir: home,
+		Failover: &drover.Failover{Profiles: ps, Models: []string{"m2"}, Agents: []string{"y"}}})
+	d := checkShape(t, evs)
+	if d.Status != drover.StatusSuccess || d.ResumeToken != "tok-y" {
+		t.Fatalf("done %+v", d)
+	}
+	want := []string{"key-a/", "key-b/", "key-a/m2", "key-b/m2", "key-c/"}
+	if got := api.attempts(); !slices.Equal(got, want) {
+		t.Errorf("attempts %v, want %v", got, want)
+	}
+	var msgs []string
+	for _, e := range recoverables(evs) {
+		msgs = append(msgs, e.Payload.(drover.ErrorPayload).Message)
+	}
+	wantSwitch := []string{"trying profile b", "trying model m2 with a", "trying profile b", "trying agent y with profile c"}
+	if len(msgs) != len(wantSwitch) {
+		t.Fatalf("switches %q", msgs)
+	}
+	for i, w := range wantSwitch {
+		if !strings.Contains(msgs[i], w) {
+			t.Errorf("switch %d: %q, want it to say %q", i, msgs[i], w)
+		}
+	}
+	api.mu.Lock()
+	last := api.seen[len(api.seen)-1]
+	first := api.seen[0]
+	api.mu.Unlock()
+	if last.Resume != "" || last.ConfigDir != home+"/y" || first.Resume != "old" || first.ConfigDir != home {
+		t.Errorf("fallback agent options: resume %q home %q; first: resume %q home %q", last.Resume, last.ConfigDir, first.Resume, first.ConfigDir)
+	}
+	if att := attemptsOf(t, evs[len(evs)-1]); len(att) != 5 || att[4].Agent != "y" || att[2].Model != "m2" {
+		t.Errorf("attempts %+v", att)
+	}
+}
+
+// FAIL-1: cooldowns are shared by the runs of an engine: a profile a run
+// found rate limited is skipped by the next run until it has cooled down,
+// for as long as the vendor's retry-after says when it says.
+func TestFAIL1_CooldownSharedAndRetryAfter(t *testing.T) {
+	api := &apiFake{fails: map[string]drover.ErrorCode{"x:key-a/": drover.CodeRateLimited}}
+	e := engineWith(t, api.adapter("x"))
+	opts := drover.Options{Failover: &drover.Failover{Profiles: profiles("a", "b")}}
+	runAll(t, e, context.Background(), "x", opts)
+	evs := runAll(t, e, context.Background(), "x", opts)
+	if d := checkShape(t, evs); d.Status != drover.StatusSuccess {
+		t.Fatalf("second run: %s", d.Status)
+	}
+	if got := api.attempts(); !slices.Equal(got, []string{"key-a/", "key-b/", "key-b/"}) {
+		t.Errorf("attempts %v: the second run should skip cooling profile a", got)
+	}
+	if len(recoverables(evs)) != 0 {
+		t.Errorf("second run switched: %v", recoverables(evs))
+	}
+
+	// A retry-after of 1 ms: once it has passed, profile a is tried again.
+	api2 := &apiFake{fails: map[string]drover.ErrorCode{"x:key-a/": drover.CodeRateLimited}, retryAfter: 1}
+	e2 := engineWith(t, api2.adapter("x"))
+	evs = runAll(t, e2, context.Background(), "x", opts)
+	if fo := recoverables(evs)[0].Metadata["failover"].(map[string]any); fo["cooldownMs"] != int64(1) {
+		t.Errorf("cooldown %v, want the retry-after's 1 ms", fo["cooldownMs"])
+	}
+	time.Sleep(20 * time.Millisecond)
+	runAll(t, e2, context.Background(), "x", opts)
+	if got := api2.attempts(); !slices.Equal(got, []string{"key-a/", "key-b/", "key-a/", "key-b/"}) {
+		t.Errorf("attempts %v", got)
+	}
+}
+
+// FAIL-1: when every link is cooling, the run fails at once naming the
+// cooldown; when the chain is exhausted, with the last failure.
+func TestFAIL1_ChainExhaustedAndAllCooling(t *testing.T) {
+	api := &apiFake{fails: map[string]drover.ErrorCode{"x:key-a/": drover.CodeAuthFailed, "x:key-b/": drover.CodeRateLimited}}
+	e := engineWith(t, api.adapter("x"))
+	opts := drover.Options{Failover: &drover.Failover{Profiles: profiles("a", "b")}}
+	evs := runAll(t, e, context.Background(), "x", opts)
+	if d := checkShape(t, evs); d.Status != drover.StatusError {
+		t.Fatalf("status %s", d.Status)
+	}
+	var last drover.ErrorPayload
+	for _, e := range evs {
+		if p, ok := e.Payload.(drover.ErrorPayload); ok && !p.Recoverable {
+			last = p
+		}
+	}
+	if last.Code != drover.CodeRateLimited || !strings.Contains(last.Message, "failover chain exhausted after 2 attempts") {
+		t.Errorf("final error %+v", last)
+	}
+	evs = runAll(t, e, context.Background(), "x", opts)
+	checkShape(t, evs)
+	if p := errorOf(t, evs); p.Code != drover.CodeAuthFailed || !strings.Contains(p.Message, "cooling down") {
+		t.Errorf("all cooling: %+v", p)
+	}
+	if n := len(api.attempts()); n != 2 {
+		t.Errorf("%d attempts, want none in the second run", n)
+	}
+}
+
+// FAIL-1: only rate limits, overload, server errors and refused
+// credentials fail over; cancellation ends the run without a retry.
+func TestFAIL1_NotRetried(t *testing.T) {
+	api := &apiFake{fails: map[string]drover.ErrorCode{"x:key-a/": drover.CodeBadRequest}}
+	e := engineWith(t, api.adapter("x"))
+	opts := drover.Options{Failover: &drover.Failover{Profiles: profiles("a", "b")}}
+	evs := runAll(t, e, context.Background(), "x", opts)
+	if d := checkShape(t, evs); d.Status != drover.StatusError || len(api.attempts()) != 1 {
+		t.Errorf("status %s after %v", d.Status, api.attempts())
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	blocked := &fake{id: "b", run: func(ctx context.Context, req drover.Request, y func(drover.Event, error) bool) {
+		cancel()
+		blockUntilCancelled(ctx, req, y)
+	}}
+	e = engineWith(t, blocked)
+	evs = runAll(t, e, ctx, "b", opts)
+	if d := checkShape(t, evs); d.Status != drover.StatusInterrupted || blocked.calls.Load() != 1 {
+		t.Errorf("cancelled: %s after %d calls", d.Status, blocked.calls.Load())
+	}
+}
+
+// FAIL-1: a chain naming an agent nobody registered, or options invalid
+// for it, fails the run before anything starts.
+func TestFAIL1_BadChain(t *testing.T) {
+	api := &apiFake{}
+	e := engineWith(t, api.adapter("x"))
+	evs := runAll(t, e, context.Background(), "x", drover.Options{Failover: &drover.Failover{Agents: []string{"nope"}}})
+	checkShape(t, evs)
+	if p := errorOf(t, evs); !strings.Contains(p.Message, `unknown agent "nope"`) {
+		t.Errorf("error %+v", p)
+	}
+	if len(api.attempts()) != 0 {
+		t.Errorf("attempts %v", api.attempts())
+	}
+	limited := &fake{id: "z", run: func(context.Context, drover.Request, func(drover.Event, error) bool) {}}
+	e = engineWith(t, api.adapter("x"), limited)
+	evs = runAll(t, e, context.Background(), "x", drover.Options{Failover: &drover.Failover{Agents: []string{"z"}}})
+	if p := errorOf(t, evs); p.Code != drover.CodeUnsupportedOption || !strings.Contains(p.Message, "failover agent z") {
+		t.Errorf("fallback agent that cannot honour the options: %+v", p)
+	}
+	for _, bad := range []drover.Failover{{Profiles: []drover.Profile{{}}}, {Profiles: profiles("a", "a")}, {Models: []string{""}}} {
+		if _, err := e.Run(context.Background(), "x", "p", drover.Options{Failover: &bad}); err == nil || drover.CodeOf(err, "") != drover.CodeValidation {
+			t.Errorf("%+v: %v, want a validation error", bad, err)
+		}
+	}
+}
+
+// SEC-3: a profile's secrets never appear in redacted options (what the
+// ledger records and clients see), whatever the variable's name.
+func TestSEC3_ProfileSecretsRedacted(t *testing.T) {
+	o := drover.Options{Failover: &drover.Failover{Profiles: []drover.Profile{
+		{Name: "a", Agent: "claude", Env: map[string]string{"ANTHROPIC_API_KEY": "sk-secret-1", "ODDLY_NAMED": "sk-secret-2"}}}}}
+	b, err := json.Marshal(o.Redacted())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(b), "sk-secret") || !strings.Contains(string(b), `"name":"a"`) {
+		t.Errorf("redacted options: %s", b)
+	}
+	if o.Failover.Profiles[0].Env["ANTHROPIC_API_KEY"] != "sk-secret-1" {
+		t.Error("Redacted changed the options it was called on")
+	}
+	var back drover.Options
+	if err := json.Unmarshal(b, &back); err != nil || back.Failover == nil || back.Failover.Profiles[0].Agent != "claude" {
+		t.Errorf("round trip: %v %+v", err, back.Failover)
+	}
+
+}
