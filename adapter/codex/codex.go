@@ -2,6 +2,7 @@ package codex
 
 import (
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -39,7 +40,8 @@ func (a *Adapter) Capabilities() drover.Capabilities {
 		Resume: true, AllowedTools: true, DisallowedTools: true, AddDirs: true, SystemPrompt: true,
 		Thinking: true, ConfigDir: true, Endpoint: true, APIRetries: true, PartialText: true,
 		Permissions: true, Steer: true, Interrupt: true,
-		Tiers: drover.Tiers(),
+		Tiers:         drover.Tiers(),
+		MCPTransports: mcpTransports,
 		// Below autonomous Codex runs every command and patch in its own
 		// bubblewrap sandbox, whose mounts a Landlock domain denies
 		// (measured: every apply_patch failed, and its legacy Landlock
@@ -155,13 +157,18 @@ func checkOptions(opts drover.Options) error {
 }
 
 // overrides returns the -c overrides both modes pass for opts, after their
-// tier and model: the tool filter's switches, the system prompt and the
-// endpoint's provider.
+// tier and model: the tool filter's switches, the MCP servers, the system
+// prompt and the endpoint's provider.
 func overrides(opts drover.Options) ([]string, error) {
 	args, err := toolOverrides(opts)
 	if err != nil {
 		return nil, err
 	}
+	mcp, _, err := MCPOverrides(opts)
+	if err != nil {
+		return nil, err
+	}
+	args = append(args, mcp...)
 	if opts.SystemPrompt != "" {
 		// developer_instructions is added as a developer message after
 		// Codex's own instructions (measured: the first content block of
@@ -357,6 +364,13 @@ func (a *Adapter) env(opts drover.Options) ([]string, string, error) {
 	set := func(k, v string) { extra = append(extra, k+"="+v) }
 	if opts.Endpoint != nil && opts.Endpoint.APIKey != "" {
 		set(APIKeyEnv, opts.Endpoint.APIKey)
+	}
+	_, mcpEnv, err := MCPOverrides(opts)
+	if err != nil {
+		return nil, "", err
+	}
+	for _, k := range slices.Sorted(maps.Keys(mcpEnv)) {
+		set(k, mcpEnv[k])
 	}
 	home := lookup("CODEX_HOME")
 	if opts.ConfigDir != "" {

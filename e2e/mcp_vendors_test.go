@@ -1,0 +1,172 @@
+package e2e
+
+// MCP-2: MCP servers configured once per run (Options.MCPServers) reach
+// every vendor in its native form. Each real CLI, offline against
+// fakemodel, is scripted to call the lookup tool of internal/mcptest's
+// server; the call and its answer are in the UES stream and in the
+// server's call log. In sandbox, the tools the vendor offered the model
+// (fakemodel's request log) are the MCP tool and, where the vendor cannot
+// remove them, the natives named in mcpVendor.sandboxExtra.
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/drover-run/drover"
+	"github.com/drover-run/drover/adapter/gemini"
+	"github.com/drover-run/drover/adapter/opencode"
+	"github.com/drover-run/drover/builtin"
+	"github.com/drover-run/drover/fakemodel"
+	"github.com/drover-run/drover/internal/mcptest"
+)
+
+// mcpVendor is one vendor as MCP-2 drives it.
+type mcpVendor struct {
+	name, id, command, binaryEnv string
+	// tool is the name the vendor offers the model for the lookup tool of
+	// server "probe"; event is the tool name in UES.
+	tool, event string
+	// transports are the transports the vendor takes.
+	transports []string
+	// sandboxExtra are native tools the vendor still offers in sandbox.
+	sandboxExtra []string
+	// deferred: the vendor does not offer MCP tools upfront; the model
+	// finds them with a search tool (Codex's tool_search).
+	deferred bool
+	live     bool
+}
+
+var mcpVendors = []mcpVendor{
+	codexMCP("codex", false),
+	codexMCP("codex-live", true),
+}
+
+// codexMCP is Codex headless (exec) or live (app-server): MCP tools are
+// named mcp__SERVER__TOOL and deferred behind tool_search; in sandbox it
+// keeps the natives it cannot remove and its MCP resource tools.
+func codexMCP(name string, live bool) mcpVendor {
+	return mcpVendor{name: name, id: "codex", command: "codex", binaryEnv: "DROVER_CODEX_BIN", tool: "mcp__probe__lookup", event: "mcp__probe__lookup",
+		transports: []string{"stdio", "http"}, deferred: true, live: live,
+		sandboxExtra: []string{"apply_patch", "request_user_input", "tool_search", "list_mcp_resources", "list_mcp_resource_templates", "read_mcp_resource"}}
+}
+
+// lookupScript asks for lookup of the key in the prompt under the vendor's
+// tool name, then says done.
+func lookupScript(tool string) string {
+	return `{"rules":[{"name":"lookup","match":"look up (\\S+)","steps":[{"tools":[{"name":"` + tool + `","input":{"key":"$1"}}]},{"text":"looked it up"}]}]}`
+}
+
+// mcpRun runs v with one MCP server "probe" over transport in tier and
+// checks the call end to end; it returns the fakemodel requests.
+func mcpRun(t *testing.T, v mcpVendor, transport string, tier drover.Tier) []fakemodel.Request {
+	t.Helper()
+	bin := vendorBin(t, v.command, v.binaryEnv)
+	w := newWorld(t, lookupScript(v.tool))
+	log := filepath.Join(t.TempDir(), "calls.jsonl")
+	var server drover.MCPServer
+	var h *mcptest.HTTP
+	switch transport {
+	case "stdio":
+		server = drover.MCPServer{Command: mcptest.Build(t), Env: map[string]string{mcptest.LogEnv: log}}
+	case "http":
+		h = mcptest.Serve(t, log)
+		server = drover.MCPServer{URL: h.URL, Headers: map[string]string{"X-Probe": "probe-header"}}
+	case "sse":
+		h = mcptest.Serve(t, log)
+		server = drover.MCPServer{Type: "sse", URL: h.SSEURL}
+	}
+	o := w.opts()
+	o.Binary, o.Tier, o.ConfigDir = bin, tier, filepath.Join(w.home, "config")
+	o.MCPServers = map[string]drover.MCPServer{"probe": server}
+	for _, d := range []struct{ env, sub string }{{"XDG_CONFIG_HOME", ".config"}, {"XDG_DATA_HOME", ".local/share"},
+		{"XDG_CACHE_HOME", ".cache"}, {"XDG_STATE_HOME", ".local/state"}} {
+		o.Env[d.env] = filepath.Join(w.home, d.sub)
+	}
+	o.Timeout = 3 * time.Minute
+	if v.live {
+		o.Control = drover.NewControl()
+	}
+	key := fmt.Sprintf("k%d", time.Now().UnixNano()%100000)
+	events, err := drover.NewEngine(builtin.Registry()).Run(context.Background(), v.id, "look up "+key, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var evs []drover.Event
+	for ev := range events {
+		evs = append(evs, ev)
+	}
+	reqs := w.fake.Requests()
+	for _, r := range reqs {
+		t.Logf("request %s rule %q step %d tools %v resolution %v", r.Path, r.Rule, r.Step, r.ToolsOffered, r.Resolution)
+		if os.Getenv("MCP2_DUMP") != "" {
+			os.WriteFile(os.Getenv("MCP2_DUMP"), r.Body, 0o600)
+		}
+	}
+	d := doneOf(t, evs)
+	if d.Status != drover.StatusSuccess {
+		t.Fatalf("done %+v; events %v", d, typesOf(evs))
+	}
+	uses := slices.DeleteFunc(payloads[drover.ToolUsePayload](evs), func(p drover.ToolUsePayload) bool { return p.ToolName != v.event })
+	if len(uses) != 1 || uses[0].Input["key"] != key {
+		t.Errorf("tool_use of %s: %+v (all: %+v)", v.event, uses, payloads[drover.ToolUsePayload](evs))
+	}
+	results := slices.DeleteFunc(payloads[drover.ToolResultPayload](evs), func(p drover.ToolResultPayload) bool { return p.ToolName != v.event })
+	if len(results) != 1 || results[0].Status != drover.ToolSuccess || !strings.Contains(results[0].Output, mcptest.Answer(key)) {
+		t.Errorf("tool_result of %s: %+v (all: %+v)", v.event, results, payloads[drover.ToolResultPayload](evs))
+	}
+	calls := mcptest.Calls(t, log)
+	if len(calls) != 1 || calls[0].Key != key || calls[0].Transport != transport {
+		t.Errorf("mcptest calls %+v, want one of key %s over %s", calls, key, transport)
+	}
+	if transport == "http" && !slices.ContainsFunc(h.Requests(), func(hd http.Header) bool { return hd.Get("X-Probe") == "probe-header" }) {
+		t.Error("the configured header X-Probe never reached the MCP server")
+	}
+	return reqs
+}
+
+// TestMCP2_VendorsCallTheRunsMCPServer: each vendor, over each transport
+// it takes, in supervised... (autonomous for the call to run unasked).
+func TestMCP2_VendorsCallTheRunsMCPServer(t *testing.T) {
+	for _, v := range mcpVendors {
+		for _, tr := range v.transports {
+			t.Run(v.name+"/"+tr, func(t *testing.T) {
+				t.Parallel()
+				mcpRun(t, v, tr, drover.TierAutonomous)
+			})
+		}
+	}
+}
+
+// TestMCP2_SandboxOffersOnlyMCPTools: in sandbox the run's MCP tool is
+// offered, and nothing else but the natives the vendor cannot remove.
+func TestMCP2_SandboxOffersOnlyMCPTools(t *testing.T) {
+	for _, v := range mcpVendors {
+		t.Run(v.name, func(t *testing.T) {
+			t.Parallel()
+			reqs := mcpRun(t, v, "stdio", drover.TierSandbox)
+			for _, r := range reqs {
+				if r.Aux != "" || r.Rule == "" {
+					continue
+				}
+				var extra []string
+				for _, tool := range r.ToolsOffered {
+					if tool != v.tool && !slices.Contains(v.sandboxExtra, tool) {
+						extra = append(extra, tool)
+					}
+				}
+				if len(extra) > 0 || !v.deferred && !slices.Contains(r.ToolsOffered, v.tool) {
+					t.Errorf("sandbox offered %v: want %s and only %v besides", r.ToolsOffered, v.tool, v.sandboxExtra)
+				}
+			}
+		})
+	}
+}
+
+var _, _ = gemini.ID, opencode.ID
