@@ -13,6 +13,7 @@ import (
 
 	"github.com/drover-run/drover"
 	"github.com/drover-run/drover/builtin"
+	"github.com/drover-run/drover/internal/config"
 	"github.com/drover-run/drover/runs"
 	"github.com/drover-run/drover/store"
 	"github.com/spf13/cobra"
@@ -50,6 +51,9 @@ type runFlags struct {
 	mcpConfig       string
 	contain         bool
 	noContain       bool
+	profiles        []string // failover (docs/failover.md)
+	modelFallback   []string
+	fallback        []string
 }
 
 func newRunCmd(e *env) *cobra.Command {
@@ -103,6 +107,9 @@ usage error, 130 after SIGINT once every run has ended interrupted.`,
 	fl.StringVar(&f.mcpConfig, "mcp-config", "", `MCP servers the agent may use: a JSON file in the .mcp.json shape, {"mcpServers": {NAME: {"command", "args", "env"} or {"type": "http"|"sse", "url", "headers"}}} (docs/mcp.md)`)
 	fl.BoolVar(&f.contain, "contain", false, "confine the agent and everything it starts to the workspace, --add-dir, its own state and a temporary directory with the kernel (Landlock), in any tier; refused where that cannot be (default: below autonomous, where it can)")
 	fl.BoolVar(&f.noContain, "no-contain", false, "do not confine the agent with the kernel (its tier still applies)")
+	fl.StringSliceVar(&f.profiles, "profile", nil, "credential profiles to run with, tried in turn when one is rate limited, overloaded or refused before any tool ran (comma-separated; see 'drover profiles')")
+	fl.StringSliceVar(&f.modelFallback, "model-fallback", nil, "models to try, in turn, once every profile failed with --model (comma-separated)")
+	fl.StringSliceVar(&f.fallback, "fallback", nil, "agents to try, in turn, once every profile and model failed (comma-separated, e.g. codex,gemini)")
 	addDBFlag(cmd, &f.db)
 	fl.BoolVar(&f.fakemodel, "fakemodel", false, "run offline against drover's built-in scripted model server")
 	fl.StringVar(&f.fakeScript, "fakemodel-script", "", "script file for --fakemodel (default: the built-in demo script)")
@@ -300,6 +307,9 @@ func planRun(ctx context.Context, e *env, f *runFlags, args []string) (*runPlan,
 			return nil, err
 		}
 	}
+	if opts.Failover, err = failoverOf(f); err != nil {
+		return nil, err
+	}
 	if err := opts.Validate(); err != nil {
 		return nil, usageError{err}
 	}
@@ -347,8 +357,53 @@ func planRun(ctx context.Context, e *env, f *runFlags, args []string) (*runPlan,
 		case err != nil:
 			return nil, usagef("%s: %w", a, err)
 		}
+		for _, fb := range f.fallback {
+			fa, ok := reg.Get(fb)
+			if !ok {
+				return nil, usagef("--fallback: unknown agent %q (known: %s)", fb, strings.Join(reg.List(), ", "))
+			}
+			o := o
+			o.Resume, o.Fork, o.Model, o.Failover = "", false, "", nil
+			if err := fa.Capabilities().Unsupported(o); err != nil {
+				return nil, usagef("--fallback %s: %w (see 'drover agents --json' for what it supports)", fb, err)
+			}
+		}
+	}
+	if fo := opts.Failover; fo != nil {
+		// A profile for none of the run's agents would be silently unused.
+		ids := map[string]bool{}
+		for _, a := range append(slices.Clone(f.agents), f.fallback...) {
+			if ad, ok := reg.Get(a); ok {
+				ids[ad.ID()] = true
+			}
+		}
+		for _, p := range fo.Profiles {
+			if ad, ok := reg.Get(p.Agent); p.Agent != "" && (!ok || !ids[ad.ID()]) {
+				return nil, usagef("--profile %s: its credentials are for %s, which this run does not use (-a or --fallback)", p.Name, p.Agent)
+			}
+		}
 	}
 	return &runPlan{prompt: prompt, opts: opts, fake: fake, ask: asking}, nil
+}
+
+// failoverOf is the failover chain of --profile, --model-fallback and
+// --fallback, nil when none is given; the profiles are read from drover's
+// profiles file, with their secrets.
+func failoverOf(f *runFlags) (*drover.Failover, error) {
+	if len(f.profiles) == 0 && len(f.modelFallback) == 0 && len(f.fallback) == 0 {
+		return nil, nil
+	}
+	fo := &drover.Failover{Models: f.modelFallback, Agents: f.fallback}
+	if len(f.profiles) > 0 {
+		path, err := config.ProfilesFile()
+		if err != nil {
+			return nil, err
+		}
+		if fo.Profiles, err = config.ResolveProfiles(path, f.profiles); err != nil {
+			return nil, usageError{err}
+		}
+	}
+	return fo, nil
 }
 
 // joinTiers names tiers for a message: "a", "a or b".
