@@ -40,12 +40,19 @@ type mcpVendor struct {
 	// deferred: the vendor does not offer MCP tools upfront; the model
 	// finds them with a search tool (Codex's tool_search).
 	deferred bool
-	live     bool
+	// asksNatives: in sandbox the vendor still offers its natives, and
+	// asks for each (drover refuses at once); only MCP tools run.
+	asksNatives bool
+	// noInput: the vendor does not report an MCP call's input.
+	noInput bool
+	live    bool
 }
 
 var mcpVendors = []mcpVendor{
 	codexMCP("codex", false),
 	codexMCP("codex-live", true),
+	geminiMCP("gemini", false),
+	geminiMCP("gemini-acp", true),
 }
 
 // codexMCP is Codex headless (exec) or live (app-server): MCP tools are
@@ -55,6 +62,13 @@ func codexMCP(name string, live bool) mcpVendor {
 	return mcpVendor{name: name, id: "codex", command: "codex", binaryEnv: "DROVER_CODEX_BIN", tool: "mcp__probe__lookup", event: "mcp__probe__lookup",
 		transports: []string{"stdio", "http"}, deferred: true, live: live,
 		sandboxExtra: []string{"apply_patch", "request_user_input", "tool_search", "list_mcp_resources", "list_mcp_resource_templates", "read_mcp_resource"}}
+}
+
+// geminiMCP is Gemini CLI headless or over ACP (`gemini --acp`, the ACP
+// agent of this test).
+func geminiMCP(name string, live bool) mcpVendor {
+	return mcpVendor{name: name, id: gemini.ID, command: "gemini", binaryEnv: gemini.BinaryEnv, tool: "mcp_probe_lookup", event: "mcp_probe_lookup",
+		transports: []string{"stdio", "http", "sse"}, live: live, asksNatives: live, noInput: live}
 }
 
 // lookupScript asks for lookup of the key in the prompt under the vendor's
@@ -69,7 +83,9 @@ func mcpRun(t *testing.T, v mcpVendor, transport string, tier drover.Tier) []fak
 	t.Helper()
 	bin := vendorBin(t, v.command, v.binaryEnv)
 	w := newWorld(t, lookupScript(v.tool))
-	log := filepath.Join(t.TempDir(), "calls.jsonl")
+	// In the workspace: below autonomous the run is contained, and a stdio
+	// server, the vendor's child, may write only inside the run's boundary.
+	log := filepath.Join(w.cwd, "calls.jsonl")
 	var server drover.MCPServer
 	var h *mcptest.HTTP
 	switch transport {
@@ -114,7 +130,7 @@ func mcpRun(t *testing.T, v mcpVendor, transport string, tier drover.Tier) []fak
 		t.Fatalf("done %+v; events %v", d, typesOf(evs))
 	}
 	uses := slices.DeleteFunc(payloads[drover.ToolUsePayload](evs), func(p drover.ToolUsePayload) bool { return p.ToolName != v.event })
-	if len(uses) != 1 || uses[0].Input["key"] != key {
+	if len(uses) != 1 || !v.noInput && uses[0].Input["key"] != key {
 		t.Errorf("tool_use of %s: %+v (all: %+v)", v.event, uses, payloads[drover.ToolUsePayload](evs))
 	}
 	results := slices.DeleteFunc(payloads[drover.ToolResultPayload](evs), func(p drover.ToolResultPayload) bool { return p.ToolName != v.event })
@@ -151,6 +167,9 @@ func TestMCP2_SandboxOffersOnlyMCPTools(t *testing.T) {
 		t.Run(v.name, func(t *testing.T) {
 			t.Parallel()
 			reqs := mcpRun(t, v, "stdio", drover.TierSandbox)
+			if v.asksNatives {
+				return
+			}
 			for _, r := range reqs {
 				if r.Aux != "" || r.Rule == "" {
 					continue

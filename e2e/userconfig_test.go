@@ -8,7 +8,9 @@ import (
 	"time"
 
 	"github.com/drover-run/drover"
+	"github.com/drover-run/drover/adapter/gemini"
 	"github.com/drover-run/drover/builtin"
+	"github.com/drover-run/drover/internal/mcptest"
 )
 
 // SEC-4: a supervised run (drover keeps every settings file out, so none
@@ -99,4 +101,48 @@ func runAgent(t *testing.T, agent string, o drover.Options, prompt string) []dro
 	}
 	t.Logf("events: %v", typesOf(evs))
 	return evs
+}
+
+// SEC-4: Gemini reaches the provider the user configured in their own
+// ~/.gemini (.env with the base URL and key, settings.json with the auth
+// type) — here the world's fakemodel, named only there — in a run that
+// needs a config home of its own (no API retries, an MCP server): drover
+// seeds that home with the user's configuration and adds its settings.
+func TestSEC4_GeminiUserProviderKept(t *testing.T) {
+	w := newWorld(t, `{"rules":[{"match":"","steps":[{"text":"answered by the user's provider"}]}]}`)
+	bin := vendorBin(t, "gemini", gemini.BinaryEnv)
+	user := filepath.Join(w.home, ".gemini")
+	if err := os.MkdirAll(user, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	files := map[string]string{
+		".env": "GOOGLE_GEMINI_BASE_URL=" + w.url + "\nGEMINI_API_KEY=sk-user\n",
+		"settings.json": `{"security":{"auth":{"selectedType":"gemini-api-key"}},"privacy":{"usageStatisticsEnabled":false},
+			"telemetry":{"enabled":false},"model":{"name":"gemini-2.5-flash"}}`,
+	}
+	for name, body := range files {
+		if err := os.WriteFile(filepath.Join(user, name), []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// drover finds the user's Gemini home as the CLI does.
+	t.Setenv("GEMINI_CLI_HOME", w.home)
+	for _, k := range []string{"GEMINI_API_KEY", "GOOGLE_GEMINI_BASE_URL", "GOOGLE_API_KEY"} {
+		if os.Getenv(k) != "" {
+			t.Setenv(k, "")
+			os.Unsetenv(k)
+		}
+	}
+	zero := 0
+	evs := runAgent(t, gemini.ID, drover.Options{Binary: bin, Cwd: w.cwd, Tier: drover.TierSupervised, Timeout: 2 * time.Minute,
+		APIRetries: &zero, MCPServers: map[string]drover.MCPServer{"probe": {Command: mcptest.Build(t)}},
+		// Nothing in the environment: the provider is in the user's .env.
+		Env: map[string]string{"HOME": w.home}}, "who answers?")
+	d := doneOf(t, evs)
+	if d.Status != drover.StatusSuccess || d.Result != "answered by the user's provider" {
+		t.Fatalf("done %+v: the run did not reach the user's provider", d)
+	}
+	if n := len(w.fake.Requests()); n == 0 {
+		t.Fatal("the user's provider got no request")
+	}
 }

@@ -32,17 +32,19 @@ var (
 		"google_web_search", "write_todos", "enter_plan_mode", "invoke_agent", "activate_skill"}
 )
 
-// Capabilities reports the options Gemini CLI honours. MaxBudgetUSD (Gemini
-// reports no cost), SystemPrompt (GEMINI_SYSTEM_MD replaces the whole system
+// Capabilities reports the options Gemini CLI honours. MaxTurns is
+// Gemini's own model.maxSessionTurns; MaxBudgetUSD is drover's engine's
+// (Gemini reports no cost; docs/limits.md). SystemPrompt (GEMINI_SYSTEM_MD replaces the whole system
 // prompt instead of appending), Fork and thinking output (thought parts are
 // dropped from stream-json) are not supported. Permissions and Interrupt
 // are a live run's (Request.Live), which drives `gemini --acp` (acp.go);
 // ACP v1 has no steering.
 func (a *Adapter) Capabilities() drover.Capabilities {
 	return drover.Capabilities{
-		MaxTurns: true, Resume: true, AllowedTools: true, DisallowedTools: true, AddDirs: true, PartialText: true,
+		MaxTurns: true, NativeMaxTurns: true, MaxBudget: true, Resume: true, AllowedTools: true, DisallowedTools: true, AddDirs: true, PartialText: true,
 		ConfigDir: true, Endpoint: true, APIRetries: true, Permissions: true, Interrupt: true,
-		Tiers: drover.Tiers(),
+		Tiers:         drover.Tiers(),
+		MCPTransports: mcpTransports,
 	}
 }
 
@@ -57,11 +59,14 @@ func (a *Adapter) Capabilities() drover.Capabilities {
 func (a *Adapter) Prepare(req drover.Request) (l *runner.Launch, err error) {
 	opts := req.Options
 	live := req.Live != nil && opts.Resume == ""
+	if err := checkMCP(opts); err != nil {
+		return nil, err
+	}
 	home, temp := homeFor(opts)
 	if temp && opts.Resume != "" {
 		// Gemini keeps sessions under its home; a fresh temporary home has none.
 		return nil, &drover.Error{Code: drover.CodeUnsupportedOption,
-			Message: "gemini: resume with endpoint, maxTurns or apiRetries needs configDir (sessions live in the config home)"}
+			Message: "gemini: resume with endpoint, maxTurns, apiRetries or mcpServers needs configDir (sessions live in the config home)"}
 	}
 	tmp, err := os.MkdirTemp("", "drover-gemini-")
 	if err != nil {
@@ -88,6 +93,7 @@ func (a *Adapter) Prepare(req drover.Request) (l *runner.Launch, err error) {
 	if live {
 		pol = LivePolicy(opts)
 	}
+	pol += mcpRules(opts)
 	policyPath := ""
 	if pol != "" {
 		policyPath = filepath.Join(tmp, "policy.toml")
@@ -134,13 +140,14 @@ func New() *Adapter {
 
 // homeFor decides the Gemini config home (GEMINI_CLI_HOME): ConfigDir when
 // given; else, when the run needs settings of its own (endpoint, turn limit,
-// retries), a temporary one (temp = true), so the user's ~/.gemini/settings.json
-// is never rewritten; else "" = the user's own home, untouched.
+// retries, MCP servers), a temporary one (temp = true) seeded with the
+// user's settings, so the user's ~/.gemini/settings.json is never
+// rewritten; else "" = the user's own home, untouched.
 func homeFor(opts drover.Options) (home string, temp bool) {
 	if opts.ConfigDir != "" {
 		return opts.ConfigDir, false
 	}
-	if opts.Endpoint != nil || opts.MaxTurns > 0 || opts.APIRetries != nil {
+	if opts.Endpoint != nil || opts.MaxTurns > 0 || opts.APIRetries != nil || len(opts.MCPServers) > 0 {
 		return "", true
 	}
 	return "", false
@@ -287,17 +294,16 @@ func env(opts drover.Options, home, tmp string) []string {
 // settingsFile is GEMINI_CLI_HOME's settings path.
 func settingsFile(home string) string { return filepath.Join(home, ".gemini", "settings.json") }
 
-// prepareHome creates the config home, seeds it with the user's Gemini login
-// when it may need it (ADP-7), and merges the run's settings into its
-// settings.json.
+// prepareHome creates the config home, seeds it with the user's Gemini
+// configuration (ADP-7, SEC-4; the login only when the run may need it),
+// and merges the run's settings into its settings.json: drover's keys win,
+// every other setting stays.
 func prepareHome(home string, opts drover.Options) error {
 	if err := os.MkdirAll(filepath.Join(home, ".gemini"), 0o700); err != nil {
 		return err
 	}
-	if opts.Endpoint == nil || opts.Endpoint.APIKey == "" {
-		if err := seedHome(home); err != nil {
-			return err
-		}
+	if err := seedHome(home, opts.Endpoint == nil || opts.Endpoint.APIKey == ""); err != nil {
+		return err
 	}
 	path := settingsFile(home)
 	s := map[string]any{}
@@ -309,6 +315,9 @@ func prepareHome(home string, opts drover.Options) error {
 		return err
 	}
 	applySettings(s, opts)
+	if err := applyMCP(home, s, opts); err != nil {
+		return err
+	}
 	data, err := json.MarshalIndent(s, "", "  ")
 	if err != nil {
 		return err
@@ -372,38 +381,27 @@ func userGeminiDir() string {
 	return filepath.Join(home, ".gemini")
 }
 
-// seedHome copies the user's Gemini login (OAuth credentials, account, and
-// the auth method chosen in settings) into home when it has none.
-func seedHome(home string) error {
+// seedHome seeds config home with the user's Gemini configuration where
+// it has none of its own (SEC-4: drover adds to the user's configuration
+// and never silently drops it): the user's settings.json whole (the auth
+// method, provider and every other setting; prepareHome then sets
+// drover's keys on top) and the user's .env (Gemini reads provider
+// variables such as GEMINI_API_KEY or GOOGLE_GEMINI_BASE_URL from
+// ~/.gemini/.env); with login, also the OAuth credentials and account.
+func seedHome(home string, login bool) error {
 	src := userGeminiDir()
 	dst := filepath.Join(home, ".gemini")
 	if src == "" || filepath.Clean(src) == filepath.Clean(dst) {
 		return nil
 	}
-	for _, f := range []string{"oauth_creds.json", "google_accounts.json"} {
+	files := []string{"settings.json", ".env"}
+	if login {
+		files = append(files, "oauth_creds.json", "google_accounts.json")
+	}
+	for _, f := range files {
 		if err := runner.CopyIfAbsent(filepath.Join(src, f), filepath.Join(dst, f)); err != nil {
 			return err
 		}
 	}
-	if _, err := os.Stat(filepath.Join(dst, "settings.json")); err == nil {
-		return nil
-	}
-	data, err := os.ReadFile(filepath.Join(src, "settings.json"))
-	if err != nil {
-		return nil // no user settings: nothing to seed
-	}
-	var user map[string]any
-	if json.Unmarshal(data, &user) != nil {
-		return nil
-	}
-	sec, _ := user["security"].(map[string]any)
-	auth, ok := sec["auth"]
-	if !ok {
-		return nil
-	}
-	out, err := json.Marshal(map[string]any{"security": map[string]any{"auth": auth}})
-	if err != nil {
-		return err
-	}
-	return os.WriteFile(filepath.Join(dst, "settings.json"), out, 0o600)
+	return nil
 }

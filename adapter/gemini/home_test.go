@@ -11,9 +11,10 @@ import (
 	"github.com/drover-run/drover/adapter/adaptertest"
 )
 
-// TestADP7_ConfigDirSeeded: a ConfigDir gets the user's login (OAuth files and
-// auth type) unless the run brings its own API key, keeps its own settings,
-// and sheds the options of an earlier run.
+// TestADP7_ConfigDirSeeded: a ConfigDir gets the user's login (OAuth files)
+// unless the run brings its own API key, and the user's settings whole
+// (SEC-4) with drover's keys on top; it keeps its own settings, and sheds
+// the options of an earlier run.
 func TestADP7_ConfigDirSeeded(t *testing.T) {
 	user := t.TempDir()
 	os.MkdirAll(filepath.Join(user, ".gemini"), 0o700)
@@ -29,8 +30,8 @@ func TestADP7_ConfigDirSeeded(t *testing.T) {
 		return prepareHome(home, opts)
 	})
 	s := readSettings(t, dir)
-	if s["security"].(map[string]any)["auth"].(map[string]any)["selectedType"] != "oauth-personal" || s["mcpServers"] != nil {
-		t.Errorf("seeded settings %v: want the auth type only", s)
+	if s["security"].(map[string]any)["auth"].(map[string]any)["selectedType"] != "oauth-personal" || s["mcpServers"].(map[string]any)["x"] == nil {
+		t.Errorf("seeded settings %v: want the user's auth type and MCP server kept", s)
 	}
 	if err := prepareHome(dir, drover.Options{}); err != nil {
 		t.Fatal(err)

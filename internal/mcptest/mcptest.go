@@ -156,12 +156,18 @@ func (h *HTTP) Requests() []http.Header {
 // Handler returns the server over HTTP, recording calls in log:
 // streamable HTTP at /mcp and SSE at /sse.
 func Handler(log string) http.Handler {
+	h, _ := handler(log)
+	return h
+}
+
+// handler is Handler and its two servers.
+func handler(log string) (http.Handler, []*mcp.Server) {
 	streamable := NewServer("http", log)
 	sse := NewServer("sse", log)
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return streamable }, nil))
 	mux.Handle("/sse", mcp.NewSSEHandler(func(*http.Request) *mcp.Server { return sse }, nil))
-	return mux
+	return mux, []*mcp.Server{streamable, sse}
 }
 
 // Serve starts Handler(log) on 127.0.0.1 until the test ends.
@@ -172,12 +178,12 @@ func Serve(t testing.TB, log string) *HTTP {
 		t.Fatal(err)
 	}
 	h := &HTTP{URL: "http://" + ln.Addr().String() + "/mcp", SSEURL: "http://" + ln.Addr().String() + "/sse"}
-	handler := Handler(log)
+	mux, servers := handler(log)
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h.mu.Lock()
 		h.headers = append(h.headers, r.Header.Clone())
 		h.mu.Unlock()
-		handler.ServeHTTP(w, r)
+		mux.ServeHTTP(w, r)
 	}), ReadHeaderTimeout: 10 * time.Second}
 	done := make(chan struct{})
 	go func() {
@@ -189,6 +195,13 @@ func Serve(t testing.TB, log string) *HTTP {
 		// Shutdown; every connection goes with the test.
 		srv.Close()
 		<-done
+		// A client that never ended its session (Gemini CLI does not)
+		// leaves it, and its reading goroutine, in the server.
+		for _, s := range servers {
+			for ss := range s.Sessions() {
+				ss.Close()
+			}
+		}
 	})
 	return h
 }
