@@ -151,9 +151,10 @@ var (
 type consumerPanic struct{ v any }
 
 // stream is the guarded event stream of one run: one attempt, or with a
-// failover chain, attempts until one is not retried (failover.go).
+// failover chain or a vendor that can compact its sessions, attempts until
+// one is not retried (failover.go).
 func (e *Engine) stream(ctx context.Context, a Adapter, prompt string, opts Options, runID string) iter.Seq[Event] {
-	if opts.Failover != nil {
+	if opts.Failover != nil || CompactPrompt(a) != "" {
 		return e.failover(ctx, a, prompt, opts, runID)
 	}
 	return e.attempt(ctx, a, prompt, opts, runID)
@@ -170,6 +171,12 @@ func (e *Engine) attempt(ctx context.Context, a Adapter, prompt string, opts Opt
 			g.emitDone(StatusInterrupted)
 			return
 		}
+		lim, err := newLimiter(a.Capabilities(), &opts) // limits.go
+		if err != nil {
+			g.fail(CodeOf(err, CodeValidation), err.Error())
+			return
+		}
+		g.lim = lim
 		req := Request{Prompt: prompt, Options: opts}
 		if opts.interactive() {
 			caps := a.Capabilities()
@@ -194,6 +201,7 @@ type guard struct {
 	yield             func(Event) bool
 	start             time.Time
 	live              *liveRun // nil unless the run can be answered or steered
+	lim               *limiter // the limits drover enforces (limits.go)
 
 	stopped bool // the consumer stopped iterating
 }
@@ -267,6 +275,7 @@ func (g *guard) runAdapter(ctx context.Context, a Adapter, req Request) {
 		done      *Event
 		fatal     error
 		violation string
+		limited   DoneStatus
 	)
 	panicked := func() (panicked any) {
 		defer func() {
@@ -297,6 +306,9 @@ func (g *guard) runAdapter(ctx context.Context, a Adapter, req Request) {
 			if v := g.filterViolation(ev); v != "" {
 				violation = v
 				break
+			}
+			if limited, fatal = g.lim.observe(ev); limited != "" || fatal != nil {
+				break // stops the vendor before it goes on (limits.go)
 			}
 			if w, ok := ev.Payload.(PermissionWithdrawnPayload); ok && ev.Type == TypePermissionWithdrawn {
 				// A signal for the engine, not an event: its answer records it.
@@ -346,7 +358,13 @@ func (g *guard) runAdapter(ctx context.Context, a Adapter, req Request) {
 	}
 	switch {
 	case done != nil:
+		if d, ok := done.Payload.(DonePayload); ok {
+			g.lim.finish(&d)
+			done.Payload = d
+		}
 		g.emit(*done)
+	case limited != "":
+		g.emit(Event{Type: TypeDone, Payload: g.lim.limited(limited, time.Since(g.start).Milliseconds())})
 	case context.Cause(actx) == errRunTimeout:
 		g.fail(CodeTimeout, fmt.Sprintf("run exceeded its timeout of %s", g.opts.Timeout))
 	case context.Cause(actx) == errIdleTimeout:
@@ -369,6 +387,7 @@ func (g *guard) runAdapter(ctx context.Context, a Adapter, req Request) {
 // gets them (a live run).
 func (g *guard) capabilities(a Adapter, req Request) *Capabilities {
 	c := a.Capabilities()
+	c.MaxTurns, c.MaxBudget = true, true // drover enforces what the vendor does not (limits.go)
 	if req.Live == nil {
 		c.Permissions, c.Steer, c.Interrupt = false, false, false
 	}

@@ -181,6 +181,10 @@ type Usage struct {
 	CacheWriteTokens *int64   `json:"cacheWriteTokens,omitempty"`
 	ReasoningTokens  *int64   `json:"reasoningTokens,omitempty"`
 	Turns            *int64   `json:"turns,omitempty"`
+	// CostEstimated says TotalCostUSD is drover's estimate from the tokens
+	// and its price table (docs/limits.md), the vendor having reported no
+	// cost.
+	CostEstimated bool `json:"costEstimated,omitempty"`
 }
 
 // DonePayload is the payload of "done", the last event of every run.

@@ -66,11 +66,19 @@ type Endpoint struct {
 // tier with the vendor's defaults. An option the chosen adapter cannot honour
 // fails the run before the vendor CLI starts (ADP-3).
 type Options struct {
-	Model        string  `json:"model,omitempty"`
-	Cwd          string  `json:"cwd,omitempty"`
-	Tier         Tier    `json:"tier,omitempty"`
+	Model string `json:"model,omitempty"`
+	Cwd   string `json:"cwd,omitempty"`
+	Tier  Tier   `json:"tier,omitempty"`
+	// MaxTurns ends the run with done{max_turns} when the model would
+	// begin response MaxTurns+1; MaxBudgetUSD ends it with
+	// done{max_budget} once its cost reaches that many dollars. The vendor
+	// enforces them where it can, drover's engine elsewhere (docs/limits.md).
 	MaxTurns     int     `json:"maxTurns,omitempty"`
 	MaxBudgetUSD float64 `json:"maxBudgetUsd,omitempty"`
+	// Prices price models by name or name prefix in USD per million tokens
+	// (see LookupPrice), before the DROVER_PRICES file and the built-in
+	// table: what drover's cost estimate and a budget it enforces use.
+	Prices map[string]Price `json:"prices,omitempty"`
 	// Resume is a vendor resume token (a "done" event's resumeToken).
 	Resume string `json:"resume,omitempty"`
 	// Fork, with Resume, continues from that conversation in a new vendor
@@ -247,6 +255,11 @@ func (o Options) Validate() error {
 	if o.MaxBudgetUSD < 0 {
 		return &Error{Code: CodeValidation, Message: fmt.Sprintf("maxBudgetUsd must be positive, got %g", o.MaxBudgetUSD)}
 	}
+	for _, model := range slices.Sorted(maps.Keys(o.Prices)) {
+		if err := o.Prices[model].validate(model); err != nil {
+			return &Error{Code: CodeValidation, Message: err.Error()}
+		}
+	}
 	if o.Timeout < 0 || o.IdleTimeout < 0 || o.ApprovalTimeout < 0 {
 		return &Error{Code: CodeValidation, Message: "timeouts must not be negative"}
 	}
@@ -296,21 +309,27 @@ func (o Options) FilterTools(all []string) []string {
 // Capabilities say what an adapter can honour; the engine shows them to
 // users, and an adapter refuses options beyond them (ADP-3).
 type Capabilities struct {
-	Tiers           []Tier `json:"tiers"`
-	MaxTurns        bool   `json:"maxTurns"`
-	MaxBudget       bool   `json:"maxBudget"`
-	Resume          bool   `json:"resume"`
-	Fork            bool   `json:"fork"`
-	AllowedTools    bool   `json:"allowedTools"`
-	DisallowedTools bool   `json:"disallowedTools"`
-	AddDirs         bool   `json:"addDirs"`
-	SystemPrompt    bool   `json:"systemPrompt"`
-	PartialText     bool   `json:"partialText"`
-	Thinking        bool   `json:"thinking"`
-	Cost            bool   `json:"cost"`
-	ConfigDir       bool   `json:"configDir"`
-	Endpoint        bool   `json:"endpoint"`
-	APIRetries      bool   `json:"apiRetries"`
+	Tiers []Tier `json:"tiers"`
+	// MaxTurns and MaxBudget: the run's turn and budget limits are
+	// honoured, by the vendor itself where NativeMaxTurns or
+	// NativeMaxBudget says so, else by drover's engine (docs/limits.md).
+	// The engine enforces them for every agent, whatever an adapter says.
+	MaxTurns        bool `json:"maxTurns"`
+	MaxBudget       bool `json:"maxBudget"`
+	NativeMaxTurns  bool `json:"nativeMaxTurns,omitempty"`
+	NativeMaxBudget bool `json:"nativeMaxBudget,omitempty"`
+	Resume          bool `json:"resume"`
+	Fork            bool `json:"fork"`
+	AllowedTools    bool `json:"allowedTools"`
+	DisallowedTools bool `json:"disallowedTools"`
+	AddDirs         bool `json:"addDirs"`
+	SystemPrompt    bool `json:"systemPrompt"`
+	PartialText     bool `json:"partialText"`
+	Thinking        bool `json:"thinking"`
+	Cost            bool `json:"cost"`
+	ConfigDir       bool `json:"configDir"`
+	Endpoint        bool `json:"endpoint"`
+	APIRetries      bool `json:"apiRetries"`
 	// Permissions: the vendor asks before tool calls that need approval,
 	// and takes the answers (PERM-2): CanUseTool, PermissionRules and
 	// ApprovalTimeout are honoured.
@@ -346,8 +365,6 @@ func (c Capabilities) Unsupported(o Options) error {
 		set, ok bool
 		name    string
 	}{
-		{o.MaxTurns > 0, c.MaxTurns, "maxTurns"},
-		{o.MaxBudgetUSD > 0, c.MaxBudget, "maxBudgetUsd"},
 		{o.Resume != "", c.Resume, "resume"},
 		{o.Fork, c.Fork, "fork"},
 		{len(o.AllowedTools) > 0, c.AllowedTools, "allowedTools"},
@@ -378,6 +395,24 @@ func (c Capabilities) Unsupported(o Options) error {
 	if on, explicit := o.Containment(); on && explicit && !c.Contains(o.EffectiveTier()) {
 		return &Error{Code: CodeUnsupportedOption, Message: fmt.Sprintf(
 			"contain: in tier %s this agent sandboxes its commands itself, which cannot run contained", o.EffectiveTier())}
+	}
+	return nil
+}
+
+// UnenforcedLimits returns an UNSUPPORTED_OPTION error when o has a turn
+// or budget limit that the vendor does not enforce itself (NativeMaxTurns,
+// NativeMaxBudget), or nil. The engine takes such limits out of the
+// options an adapter gets and enforces them (limits.go); an adapter run
+// without the engine refuses them with this check rather than run
+// unlimited.
+func (c Capabilities) UnenforcedLimits(o Options) error {
+	for _, l := range []struct {
+		set, native bool
+		name        string
+	}{{o.MaxTurns > 0, c.NativeMaxTurns, "maxTurns"}, {o.MaxBudgetUSD > 0, c.NativeMaxBudget, "maxBudgetUsd"}} {
+		if l.set && !l.native {
+			return &Error{Code: CodeUnsupportedOption, Message: l.name + " is enforced by drover's engine for this agent, not by the agent itself: run it through drover.Engine"}
+		}
 	}
 	return nil
 }

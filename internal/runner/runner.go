@@ -142,6 +142,10 @@ func (b *Base) run(ctx context.Context, req drover.Request, yield func(drover.Ev
 		yield(drover.Event{}, err)
 		return
 	}
+	if err := b.hooks.Capabilities().UnenforcedLimits(req.Options); err != nil {
+		yield(drover.Event{}, err)
+		return
+	}
 	path, err := b.Binary(req.Options)
 	if err != nil {
 		yield(drover.Event{}, &drover.Error{Code: drover.CodeNotInstalled, Message: err.Error(), Err: drover.ErrAgentNotInstalled})

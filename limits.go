@@ -1,0 +1,127 @@
+package drover
+
+import (
+	"fmt"
+	"os"
+)
+
+// limiter is one run's guard of Options.MaxTurns and MaxBudgetUSD where
+// the vendor does not enforce them itself (Capabilities.NativeMaxTurns,
+// NativeMaxBudget), and the cost estimate of a run whose vendor reports
+// none (docs/limits.md).
+//
+// A turn is one model response: it begins with the run's first assistant
+// event (text, text_delta, thinking or tool_use) and again with the first
+// assistant event after a tool_result, the model answering what its tools
+// returned. That is what Claude's --max-turns and Gemini's
+// model.maxSessionTurns limit (measured: with a limit of N, the N-th
+// response's tools run, and the run ends before response N+1): drover ends
+// the run when response N+1 begins, before any of its events is passed on,
+// stopping the vendor's process group.
+type limiter struct {
+	maxTurns int     // enforced by drover; 0: not
+	budget   float64 // enforced by drover; 0: not
+	prices   []map[string]Price
+	model    string // the run's model: Options.Model, or init's
+
+	turns     int64
+	toolUses  int64
+	afterTool bool // a tool_result came after the last assistant event
+}
+
+// newLimiter takes over from opts the limits that the vendor (caps) does
+// not enforce, removing them from what the adapter is given, and finds the
+// prices. A budget drover enforces on a model with no known price is an
+// error before the run starts.
+func newLimiter(caps Capabilities, opts *Options) (*limiter, error) {
+	l := &limiter{model: opts.Model}
+	if opts.MaxTurns > 0 && !caps.NativeMaxTurns {
+		l.maxTurns, opts.MaxTurns = opts.MaxTurns, 0
+	}
+	if opts.MaxBudgetUSD > 0 && !caps.NativeMaxBudget {
+		l.budget, opts.MaxBudgetUSD = opts.MaxBudgetUSD, 0
+	}
+	l.prices = append(l.prices, opts.Prices)
+	if path := os.Getenv(PricesEnv); path != "" {
+		file, err := LoadPrices(path)
+		if err != nil {
+			return nil, &Error{Code: CodeValidation, Message: fmt.Sprintf("%s: %v", PricesEnv, err)}
+		}
+		l.prices = append(l.prices, file)
+	}
+	l.prices = append(l.prices, builtinPrices)
+	if l.budget > 0 && opts.Model != "" {
+		if _, ok := l.price(); !ok {
+			return nil, l.noPrice()
+		}
+	}
+	return l, nil
+}
+
+func (l *limiter) price() (Price, bool) { return LookupPrice(l.model, l.prices...) }
+
+func (l *limiter) noPrice() error {
+	model := l.model
+	if model == "" {
+		model = "(the agent's default, unnamed)"
+	}
+	return &Error{Code: CodeUnsupportedOption, Message: fmt.Sprintf(
+		"maxBudgetUsd: no price known for model %q, so drover cannot count its cost: give its price in Options.Prices or a %s file (docs/limits.md)", model, PricesEnv)}
+}
+
+// observe counts ev and reports the status that ends the run before ev is
+// passed on (StatusMaxTurns), or an error that ends it (an init naming a
+// model with no price under a budget); "" and nil let ev through.
+func (l *limiter) observe(ev Event) (DoneStatus, error) {
+	switch ev.Type {
+	case TypeInit:
+		if p, ok := ev.Payload.(InitPayload); ok && p.Model != "" {
+			if _, known := LookupPrice(p.Model, l.prices...); known || l.model == "" {
+				l.model = p.Model
+			}
+		}
+		if l.budget > 0 {
+			if _, ok := l.price(); !ok {
+				return "", l.noPrice()
+			}
+		}
+	case TypeText, TypeTextDelta, TypeThinking, TypeToolUse:
+		if l.turns == 0 || l.afterTool {
+			if l.maxTurns > 0 && l.turns >= int64(l.maxTurns) {
+				return StatusMaxTurns, nil
+			}
+			l.turns++
+			l.afterTool = false
+		}
+		if ev.Type == TypeToolUse {
+			l.toolUses++
+		}
+	case TypeToolResult:
+		l.afterTool = true
+	}
+	return "", nil
+}
+
+// finish completes the vendor's own done: the cost estimated from its
+// tokens when it reports none (CostEstimated), and max_budget when a
+// budget drover enforces was reached. Turns stay the vendor's (absent
+// when it reports none): drover's count is only a limit's.
+func (l *limiter) finish(d *DonePayload) {
+	u := &d.Usage
+	if u.TotalCostUSD == nil && (u.InputTokens > 0 || u.OutputTokens > 0) {
+		if p, ok := l.price(); ok {
+			c := p.Cost(*u)
+			u.TotalCostUSD, u.CostEstimated = &c, true
+		}
+	}
+	if l.budget > 0 && u.TotalCostUSD != nil && *u.TotalCostUSD >= l.budget && d.Status == StatusSuccess {
+		d.Status = StatusMaxBudget
+	}
+}
+
+// limited is the done of a run drover ended at a limit: the usage it
+// counted so far (turns, tool calls; tokens the vendor had not reported).
+func (l *limiter) limited(status DoneStatus, durationMs int64) DonePayload {
+	n := l.turns
+	return DonePayload{Status: status, DurationMs: durationMs, Usage: Usage{Turns: &n, ToolUses: l.toolUses}}
+}
