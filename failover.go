@@ -201,9 +201,12 @@ func (l link) keys() (profile, model string) {
 // AttemptRecord is one attempt of a run with a failover chain, as the done
 // event's metadata.attempts lists them.
 type AttemptRecord struct {
-	Agent      string     `json:"agent"`
-	Model      string     `json:"model,omitempty"`
-	Profile    string     `json:"profile,omitempty"`
+	Agent   string `json:"agent"`
+	Model   string `json:"model,omitempty"`
+	Profile string `json:"profile,omitempty"`
+	// Kind is "compaction" for the turn that compacted the session after
+	// a context overflow; empty for an attempt at the run's prompt.
+	Kind       string     `json:"kind,omitempty"`
 	Status     DoneStatus `json:"status"`
 	Code       ErrorCode  `json:"code,omitempty"`
 	Usage      Usage      `json:"usage"`
@@ -288,47 +291,69 @@ func attemptOptions(opts Options, primary Adapter, l link) Options {
 	return o
 }
 
-// failover is the stream of a run with a failover chain: one attempt after
-// another on the same stream, until one ends other than by a retryable
-// failure before any tool ran, or the chain ends. Each switch is an
-// error{recoverable:true} event naming what failed and what comes next;
-// the final done carries the usage of every attempt summed, the duration
-// of the whole run, and metadata.attempts.
+// failover is the stream of a run with a failover chain, or of an agent
+// whose sessions can be compacted: one attempt after another on the same
+// stream, until one ends other than by a retryable failure before any tool
+// ran, or the chain ends. Each switch is an error{recoverable:true} event
+// naming what failed and what comes next. A CONTEXT_OVERFLOW is answered
+// once per run by compacting the attempt's session with the vendor's own
+// compaction and retrying in it (see CompactPrompt). The final done of a
+// run that made more than one attempt, or has a chain, carries the usage
+// of every attempt summed, the duration of the whole run, and
+// metadata.attempts; a single plain attempt's done is passed on as it is.
 func (e *Engine) failover(ctx context.Context, primary Adapter, prompt string, opts Options, runID string) iter.Seq[Event] {
 	return func(yield func(Event) bool) {
 		if opts.SessionID == "" {
 			opts.SessionID = NewSessionID()
 		}
 		start := time.Now()
+		emit := func(agent string, typ EventType, p any, meta map[string]any) bool {
+			ev := NewEvent(typ, agent, opts.SessionID, p)
+			ev.RunID, ev.Metadata = runID, meta
+			return yield(ev)
+		}
 		fail := func(agent string, code ErrorCode, msg string) {
-			ev := NewEvent(TypeError, agent, opts.SessionID, ErrorPayload{Code: code, Message: msg})
-			ev.RunID = runID
-			if yield(ev) {
-				d := NewEvent(TypeDone, agent, opts.SessionID, DonePayload{Status: StatusError, DurationMs: time.Since(start).Milliseconds()})
-				d.RunID = runID
-				yield(d)
+			if emit(agent, TypeError, ErrorPayload{Code: code, Message: msg}, nil) {
+				emit(agent, TypeDone, DonePayload{Status: StatusError, DurationMs: time.Since(start).Milliseconds()}, nil)
 			}
 		}
-		links, err := e.chain(primary, opts)
-		if err != nil {
-			fail(primary.ID(), CodeOf(err, CodeUnknownAgent), err.Error())
-			return
+		chained := opts.Failover != nil
+		links := []link{{a: primary, model: opts.Model}}
+		if chained {
+			var err error
+			if links, err = e.chain(primary, opts); err != nil {
+				fail(primary.ID(), CodeOf(err, CodeUnknownAgent), err.Error())
+				return
+			}
 		}
 		cool := e.Cooldowns()
 		var (
-			attempts []AttemptRecord
-			total    Usage
-			next     = 0
+			attempts  []AttemptRecord
+			total     Usage
+			next      = 0
+			compacted bool // the run has compacted once; it does not again
 		)
-		// pick returns the next link not cooling down, from next on.
+		record := func(l link, kind string, r attemptResult) {
+			rec := AttemptRecord{Agent: l.a.ID(), Model: l.model, Kind: kind, Status: r.done.Status, Code: r.code,
+				Usage: r.done.Usage, DurationMs: r.done.DurationMs}
+			if l.profile != nil {
+				rec.Profile = l.profile.Name
+			}
+			attempts = append(attempts, rec)
+			total = addUsage(total, r.done.Usage)
+		}
+		// pick returns the next link not cooling down, from next on; a run
+		// without a chain never consults the cooldowns.
 		pick := func() (link, bool) {
 			for ; next < len(links); next++ {
 				pk, mk := links[next].keys()
-				if t, _ := cool.Until(pk); !t.IsZero() {
-					continue
-				}
-				if t, _ := cool.Until(mk); !t.IsZero() {
-					continue
+				if chained {
+					if t, _ := cool.Until(pk); !t.IsZero() {
+						continue
+					}
+					if t, _ := cool.Until(mk); !t.IsZero() {
+						continue
+					}
 				}
 				l := links[next]
 				next++
@@ -336,13 +361,45 @@ func (e *Engine) failover(ctx context.Context, primary Adapter, prompt string, o
 			}
 			return link{}, false
 		}
+		// finish passes on the held error, marked with note, and the final
+		// done of the run.
+		finish := func(r attemptResult, note string) {
+			if r.heldErr != nil {
+				p := r.heldErr.Payload.(ErrorPayload)
+				p.Message += note
+				r.heldErr.Payload = p
+				if !yield(*r.heldErr) {
+					return
+				}
+			}
+			d := r.doneEv
+			if !chained && len(attempts) == 1 {
+				yield(d)
+				return
+			}
+			p := r.done
+			p.Usage = total
+			p.DurationMs = time.Since(start).Milliseconds()
+			d.Payload = p
+			d.Metadata = maps.Clone(d.Metadata)
+			if d.Metadata == nil {
+				d.Metadata = map[string]any{}
+			}
+			d.Metadata["attempts"] = attempts
+			yield(d)
+		}
 		cur, ok := pick()
 		if !ok {
 			fail(primary.ID(), coolingCode(cool, links), coolingMessage(cool, links))
 			return
 		}
+		turnPrompt, resume := prompt, ""
 		for {
 			o := attemptOptions(opts, primary, cur)
+			if resume != "" {
+				// The retry after a compaction continues the compacted session.
+				o.Resume, o.Fork = resume, false
+			}
 			if opts.Timeout > 0 {
 				o.Timeout = opts.Timeout - time.Since(start)
 				if o.Timeout <= 0 {
@@ -350,21 +407,52 @@ func (e *Engine) failover(ctx context.Context, primary Adapter, prompt string, o
 					return
 				}
 			}
-			res := e.runAttempt(ctx, cur, prompt, o, runID, yield)
+			res := e.runAttempt(ctx, cur, turnPrompt, o, runID, yield)
 			if res.stopped {
 				return
 			}
-			rec := AttemptRecord{Agent: cur.a.ID(), Model: cur.model, Status: res.done.Status, Code: res.code,
-				Usage: res.done.Usage, DurationMs: res.done.DurationMs}
-			if cur.profile != nil {
-				rec.Profile = cur.profile.Name
+			record(cur, "", res)
+			turnPrompt, resume = prompt, ""
+			failed := res.done.Status == StatusError && ctx.Err() == nil
+
+			if failed && res.code == CodeContextOverflow && !compacted && res.done.ResumeToken != "" && CompactPrompt(cur.a) != "" {
+				compacted = true
+				cp := CompactPrompt(cur.a)
+				if !emit(cur.a.ID(), TypeError, ErrorPayload{Code: CodeContextOverflow, Recoverable: true,
+					Message: fmt.Sprintf("%s overflowed its context window (%s); compacting its session (%s) and retrying once", cur, res.message, cp)},
+					map[string]any{"compaction": map[string]any{"agent": cur.a.ID(), "prompt": cp, "session": res.done.ResumeToken}}) {
+					return
+				}
+				co := o
+				co.Resume, co.Fork = res.done.ResumeToken, false
+				if opts.Timeout > 0 {
+					if co.Timeout = opts.Timeout - time.Since(start); co.Timeout <= 0 {
+						fail(cur.a.ID(), CodeTimeout, fmt.Sprintf("run exceeded its timeout of %s", opts.Timeout))
+						return
+					}
+				}
+				cres := e.runAttempt(ctx, cur, cp, co, runID, yield)
+				if cres.stopped {
+					return
+				}
+				record(cur, "compaction", cres)
+				if cres.done.Status != StatusSuccess {
+					finish(cres, " (compacting the session after a context overflow failed)")
+					return
+				}
+				resume = cres.done.ResumeToken
+				if resume == "" {
+					resume = res.done.ResumeToken
+				}
+				if res.toolRan {
+					// The turn had done work the summary now holds: asking
+					// again would redo it.
+					turnPrompt = continuePrompt
+				}
+				continue
 			}
-			attempts = append(attempts, rec)
-			total = addUsage(total, res.done.Usage)
-			retry := res.done.Status == StatusError && slices.Contains(failoverCodes, res.code) && ctx.Err() == nil
-			var nextLink link
-			var haveNext bool
-			if retry && !res.toolRan {
+
+			if failed && slices.Contains(failoverCodes, res.code) && chained && !res.toolRan {
 				d := res.retryAfter
 				if d <= 0 {
 					d = CooldownFor(res.code)
@@ -375,49 +463,61 @@ func (e *Engine) failover(ctx context.Context, primary Adapter, prompt string, o
 				} else {
 					cool.Cool(mk, res.code, d)
 				}
-				nextLink, haveNext = pick()
-				if haveNext {
-					ev := NewEvent(TypeError, cur.a.ID(), opts.SessionID, ErrorPayload{Code: res.code, Recoverable: true,
-						Message: fmt.Sprintf("%s failed (%s: %s); cooling down for %s; trying %s", cur, res.code, res.message, d.Round(time.Millisecond), switchText(cur, nextLink))})
-					ev.RunID = runID
-					ev.Metadata = map[string]any{"failover": map[string]any{
-						"from": linkMeta(cur), "to": linkMeta(nextLink), "cooldownMs": d.Milliseconds()}}
-					if !yield(ev) {
+				if nextLink, ok := pick(); ok {
+					if !emit(cur.a.ID(), TypeError, ErrorPayload{Code: res.code, Recoverable: true,
+						Message: fmt.Sprintf("%s failed (%s: %s); cooling down for %s; trying %s", cur, res.code, res.message, d.Round(time.Millisecond), switchText(cur, nextLink))},
+						map[string]any{"failover": map[string]any{"from": linkMeta(cur), "to": linkMeta(nextLink), "cooldownMs": d.Milliseconds()}}) {
 						return
 					}
 					cur = nextLink
 					continue
 				}
 			}
-			if res.heldErr != nil {
-				p := res.heldErr.Payload.(ErrorPayload)
+			note := ""
+			if failed && slices.Contains(failoverCodes, res.code) && chained {
+				n := len(attempts)
 				switch {
-				case retry && res.toolRan:
-					p.Message += " (not retried: a tool had already run in this attempt)"
-				case retry && len(attempts) > 1:
-					p.Message += fmt.Sprintf(" (failover chain exhausted after %d attempts)", len(attempts))
-				case retry:
-					p.Message += " (failover chain exhausted)"
-				}
-				res.heldErr.Payload = p
-				if !yield(*res.heldErr) {
-					return
+				case res.toolRan:
+					note = " (not retried: a tool had already run in this attempt)"
+				case n > 1:
+					note = fmt.Sprintf(" (failover chain exhausted after %d attempts)", n)
+				default:
+					note = " (failover chain exhausted)"
 				}
 			}
-			d := res.doneEv
-			p := res.done
-			p.Usage = total
-			p.DurationMs = time.Since(start).Milliseconds()
-			d.Payload = p
-			d.Metadata = maps.Clone(d.Metadata)
-			if d.Metadata == nil {
-				d.Metadata = map[string]any{}
-			}
-			d.Metadata["attempts"] = attempts
-			yield(d)
+			finish(res, note)
 			return
 		}
 	}
+}
+
+// continuePrompt is the prompt of the retry after a compaction when the
+// overflowing turn had already run tools: the compacted session holds what
+// it did, and the agent goes on from there.
+const continuePrompt = "Continue the task you were working on: the conversation was compacted because it no longer fit the context window."
+
+// compactPrompts are the vendors' own compaction commands, sent as the
+// prompt of a turn resuming the session, by adapter id, for adapters that
+// do not implement Compacter. Claude Code's /compact works headless (-p
+// with --resume) and reports a compact_boundary (claude-code:compact).
+var compactPrompts = map[string]string{"claude-code": "/compact"}
+
+// Compacter is an optional interface of an adapter whose vendor compacts a
+// session when asked by a prompt.
+type Compacter interface {
+	// CompactPrompt is the prompt that, sent in a turn resuming a session,
+	// makes the vendor compact it.
+	CompactPrompt() string
+}
+
+// CompactPrompt returns how a's vendor is asked to compact a session: the
+// adapter's own CompactPrompt, else the one drover knows for it, else ""
+// (the vendor cannot be asked).
+func CompactPrompt(a Adapter) string {
+	if c, ok := a.(Compacter); ok {
+		return c.CompactPrompt()
+	}
+	return compactPrompts[a.ID()]
 }
 
 // attemptResult is how one attempt of a failover chain ended.

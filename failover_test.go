@@ -356,3 +356,127 @@ func TestSEC3_ProfileSecretsRedacted(t *testing.T) {
 	}
 
 }
+
+// compacting is a fake agent whose vendor compacts a session when asked
+// with "/compact" (drover.Compacter); its turns overflow the context until
+// the session has been compacted, as often as overflowAfterCompact says.
+type compacting struct {
+	*fake
+	mu        sync.Mutex
+	calls     []string // prompt@resume of every turn
+	compacted int
+	// stillOverflows makes turns overflow even after a compaction.
+	stillOverflows bool
+	toolFirst      bool
+}
+
+func (c *compacting) CompactPrompt() string { return "/compact" }
+
+func newCompacting() *compacting {
+	c := &compacting{}
+	c.fake = &fake{id: "cx", caps: &drover.Capabilities{Tiers: drover.Tiers(), Resume: true}, run: func(ctx context.Context, req drover.Request, y func(drover.Event, error) bool) {
+		c.mu.Lock()
+		c.calls = append(c.calls, req.Prompt+"@"+req.Options.Resume)
+		if req.Prompt == "/compact" {
+			c.compacted++
+		}
+		overflow := req.Prompt != "/compact" && (c.compacted == 0 || c.stillOverflows)
+		c.mu.Unlock()
+		if !y(ev(drover.TypeInit, drover.InitPayload{}), nil) {
+			return
+		}
+		switch {
+		case req.Prompt == "/compact":
+			if y(ev("cx:compact", map[string]any{"pre_tokens": 1000, "post_tokens": 100}), nil) {
+				y(ev(drover.TypeDone, drover.DonePayload{Status: drover.StatusSuccess, ResumeToken: "s1", Usage: drover.Usage{InputTokens: 7}, DurationMs: 1}), nil)
+			}
+		case overflow:
+			if c.toolFirst && !y(ev(drover.TypeToolUse, drover.ToolUsePayload{ToolName: "Bash", ToolUseID: "t1", Input: map[string]any{}}), nil) {
+				return
+			}
+			if y(ev(drover.TypeError, drover.ErrorPayload{Code: drover.CodeContextOverflow, Message: "prompt is too long"}), nil) {
+				y(ev(drover.TypeDone, drover.DonePayload{Status: drover.StatusError, ResumeToken: "s1", Usage: drover.Usage{InputTokens: 5}, DurationMs: 1}), nil)
+			}
+		default:
+			if y(text("fits now"), nil) {
+				y(ev(drover.TypeDone, drover.DonePayload{Status: drover.StatusSuccess, ResumeToken: "s1", Usage: drover.Usage{InputTokens: 3}, DurationMs: 1}), nil)
+			}
+		}
+	}}
+	return c
+}
+
+func compactingEngine(t *testing.T, c *compacting) *drover.Engine {
+	t.Helper()
+	reg := drover.NewRegistry()
+	if err := reg.Register(c); err != nil {
+		t.Fatal(err)
+	}
+	return drover.NewEngine(reg)
+}
+
+// FAIL-1 (context overflow): a run that overflows its context compacts
+// the session with the vendor's own compaction and retries once in it,
+// visibly: a recoverable CONTEXT_OVERFLOW, the compaction's own events,
+// and every turn in done's metadata.attempts.
+func TestFAIL1_ContextOverflowCompactsAndRetries(t *testing.T) {
+	c := newCompacting()
+	evs := runAll(t, compactingEngine(t, c), context.Background(), "cx", drover.Options{})
+	d := checkShape(t, evs)
+	if d.Status != drover.StatusSuccess || d.Usage.InputTokens != 15 {
+		t.Fatalf("done %+v: want success with the three turns' usage summed", d)
+	}
+	if want := []string{"prompt@", "/compact@s1", "prompt@s1"}; !slices.Equal(c.calls, want) {
+		t.Errorf("turns %v, want %v", c.calls, want)
+	}
+	rec := recoverables(evs)
+	if len(rec) != 1 || rec[0].Payload.(drover.ErrorPayload).Code != drover.CodeContextOverflow ||
+		!strings.Contains(rec[0].Payload.(drover.ErrorPayload).Message, "compacting its session (/compact) and retrying once") {
+		t.Fatalf("recoverable errors %+v", rec)
+	}
+	if !slices.Contains(types(evs), "cx:compact") {
+		t.Errorf("the compaction's event is not in the stream: %v", types(evs))
+	}
+	att := attemptsOf(t, evs[len(evs)-1])
+	if len(att) != 3 || att[0].Code != drover.CodeContextOverflow || att[1].Kind != "compaction" || att[2].Status != drover.StatusSuccess {
+		t.Errorf("attempts %+v", att)
+	}
+}
+
+// FAIL-1 (context overflow): only one compaction per run; a turn that had
+// run tools is continued, not asked again; a vendor that cannot compact
+// fails as it did, its done untouched.
+func TestFAIL1_ContextOverflowOnce(t *testing.T) {
+	c := newCompacting()
+	c.stillOverflows, c.toolFirst = true, true
+	evs := runAll(t, compactingEngine(t, c), context.Background(), "cx", drover.Options{})
+	if d := checkShape(t, evs); d.Status != drover.StatusError {
+		t.Fatalf("status %s", d.Status)
+	}
+	if len(c.calls) != 3 || c.calls[1] != "/compact@s1" || !strings.HasPrefix(c.calls[2], "Continue the task") {
+		t.Errorf("turns %q", c.calls)
+	}
+	var last drover.ErrorPayload
+	for _, p := range payloadsOf[drover.ErrorPayload](evs) {
+		last = p
+	}
+	if last.Code != drover.CodeContextOverflow || last.Recoverable {
+		t.Errorf("final error %+v", last)
+	}
+
+	api := &apiFake{fails: map[string]drover.ErrorCode{"x:/": drover.CodeContextOverflow}}
+	evs = runAll(t, engineWith(t, api.adapter("x")), context.Background(), "x", drover.Options{})
+	if d := checkShape(t, evs); d.Status != drover.StatusError || len(api.attempts()) != 1 || evs[len(evs)-1].Metadata != nil {
+		t.Errorf("no compaction: %s after %v, metadata %v", d.Status, api.attempts(), evs[len(evs)-1].Metadata)
+	}
+}
+
+func payloadsOf[T any](evs []drover.Event) []T {
+	var out []T
+	for _, e := range evs {
+		if p, ok := e.Payload.(T); ok {
+			out = append(out, p)
+		}
+	}
+	return out
+}
