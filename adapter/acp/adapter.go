@@ -87,7 +87,7 @@ func (a *Adapter) Capabilities() drover.Capabilities {
 		tiers = []drover.Tier{drover.TierAutonomous}
 	}
 	return drover.Capabilities{
-		Tiers: tiers, Resume: true, PartialText: true, Thinking: true, Permissions: true, Interrupt: true,
+		Tiers: tiers, MaxTurns: true, MaxBudget: true, Resume: true, PartialText: true, Thinking: true, Permissions: true, Interrupt: true,
 		MCPTransports: []string{"stdio", "http", "sse"},
 	}
 }

@@ -20,7 +20,7 @@ var dryRunTools = []string{"Read", "Glob", "Grep"}
 // approvals (supervised), takes steering messages and can be interrupted.
 func (a *Adapter) Capabilities() drover.Capabilities {
 	return drover.Capabilities{
-		MaxTurns: true, MaxBudget: true, Resume: true, Fork: true,
+		MaxTurns: true, MaxBudget: true, NativeMaxTurns: true, NativeMaxBudget: true, Resume: true, Fork: true,
 		AllowedTools: true, DisallowedTools: true, AddDirs: true, SystemPrompt: true,
 		PartialText: true, Thinking: true, Cost: true, ConfigDir: true, Endpoint: true, APIRetries: true,
 		Permissions: true, Steer: true, Interrupt: true,

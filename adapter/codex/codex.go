@@ -29,14 +29,16 @@ const (
 
 var uuidRe = regexp.MustCompile(`^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$`)
 
-// Capabilities reports what Codex honours. MaxTurns and MaxBudgetUSD are
-// not: Codex has no turn or budget limit. Permissions, Steer, Interrupt and
+// Capabilities reports what Codex honours. Codex has no turn or budget
+// limit: drover's engine enforces MaxTurns and MaxBudgetUSD (docs/limits.md).
+// Permissions, Steer, Interrupt and
 // PartialText need a live run (Request.Live), which drives `codex
 // app-server`; `codex exec` prints agent messages only whole, so without a
 // Live PartialText is refused in Prepare. APIRetries additionally needs an
 // Endpoint (checked in Prepare).
 func (a *Adapter) Capabilities() drover.Capabilities {
 	return drover.Capabilities{
+		MaxTurns: true, MaxBudget: true,
 		Resume: true, AllowedTools: true, DisallowedTools: true, AddDirs: true, SystemPrompt: true,
 		Thinking: true, ConfigDir: true, Endpoint: true, APIRetries: true, PartialText: true,
 		Permissions: true, Steer: true, Interrupt: true,

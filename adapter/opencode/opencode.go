@@ -32,12 +32,14 @@ const (
 
 // Capabilities reports what OpenCode 1.18.33 can honour. MaxTurns (the agent
 // "steps" setting is advisory: a model that keeps calling tools is never
-// stopped), MaxBudgetUSD and Fork are refused. Permissions, Interrupt and
+// stopped) and MaxBudgetUSD are drover's engine's (docs/limits.md); Fork
+// is refused. Permissions, Interrupt and
 // PartialText are a live run's (Request.Live), which drives `opencode acp`
 // (acp.go); `run` prints whole parts, so without a Live PartialText is
 // refused in Prepare. ACP v1 has no steering.
 func (a *Adapter) Capabilities() drover.Capabilities {
 	return drover.Capabilities{
+		MaxTurns: true, MaxBudget: true,
 		Resume: true, AllowedTools: true, DisallowedTools: true, AddDirs: true, SystemPrompt: true,
 		Thinking: true, Cost: true, ConfigDir: true, Endpoint: true, APIRetries: true, PartialText: true,
 		Permissions: true, Interrupt: true,
