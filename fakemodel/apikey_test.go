@@ -3,6 +3,7 @@ package fakemodel
 import (
 	"bytes"
 	"net/http"
+	"strings"
 	"testing"
 )
 
@@ -46,5 +47,31 @@ func TestRuleAPIKey(t *testing.T) {
 				t.Errorf("status %d, want %d", resp.StatusCode, tt.status)
 			}
 		})
+	}
+}
+
+// A rule with history answers only when an earlier user text of the
+// conversation matches it, not the prompt itself.
+func TestRuleHistory(t *testing.T) {
+	s, c := start(t, mustParse(t, `{"rules":[
+		{"name":"after","history":"continued from","match":"hello","steps":[{"text":"second time"}]},
+		{"name":"first","match":"","steps":[{"text":"first time"}]}]}`))
+	answer := func(msgs ...map[string]any) string {
+		t.Helper()
+		m := turn(t, c, s.URL(), body(false, nil, "", msgs...))
+		var out strings.Builder
+		for _, b := range m.Content {
+			out.WriteString(b.Text)
+		}
+		return out.String()
+	}
+	if got := answer(msg("user", "hello")); got != "first time" {
+		t.Errorf("no history: %q", got)
+	}
+	if got := answer(msg("user", "continued from hello")); got != "first time" {
+		t.Errorf("the prompt is not history: %q", got)
+	}
+	if got := answer(msg("user", "This session is being continued from a previous conversation"), msg("assistant", []any{text("ok")}), msg("user", "hello")); got != "second time" {
+		t.Errorf("with history: %q", got)
 	}
 }

@@ -46,6 +46,23 @@ type exchange struct {
 	aux, auxText string
 }
 
+// historyMatches reports whether a user text of the conversation other
+// than the prompt matches re.
+func (x *exchange) historyMatches(re *regexp.Regexp) bool {
+	skipped := false
+	for i := len(x.userTexts) - 1; i >= 0; i-- {
+		t := x.userTexts[i]
+		if !skipped && t == x.prompt {
+			skipped = true // the prompt itself, the latest of them
+			continue
+		}
+		if re.MatchString(t) {
+			return true
+		}
+	}
+	return false
+}
+
 // answer is what to reply, decided from the script.
 type answer struct {
 	rule       string
@@ -106,6 +123,9 @@ func (p *program) resolve(x *exchange, tools toolTable) *answer {
 	a := &answer{step: x.turns, usage: Usage{Input: 10, Output: 5}}
 	for _, r := range p.rules {
 		if r.apiKey != "" && r.apiKey != x.apiKey {
+			continue
+		}
+		if r.history != nil && !x.historyMatches(r.history) {
 			continue
 		}
 		m := r.re.FindStringSubmatchIndex(x.prompt)

@@ -45,6 +45,11 @@ type Rule struct {
 	// script can answer one credential differently from another: a rate
 	// limit for the first key, an answer for the second (failover tests).
 	APIKey string `json:"apiKey,omitempty"`
+	// History, when set, is a Go regexp that one of the conversation's
+	// user texts other than the prompt must match (see
+	// [Request.UserTexts]): a rule for the turn after a compaction, whose
+	// summary is such a text, or after a given earlier request.
+	History string `json:"history,omitempty"`
 	// Steps are the successive model responses of one conversation turn.
 	Steps []Step `json:"steps"`
 }
@@ -229,10 +234,11 @@ type program struct {
 }
 
 type compiledRule struct {
-	name   string
-	re     *regexp.Regexp
-	apiKey string
-	steps  []Step
+	name    string
+	re      *regexp.Regexp
+	apiKey  string
+	history *regexp.Regexp // nil: any history
+	steps   []Step
 }
 
 // compile validates s and compiles its regexps.
@@ -254,6 +260,12 @@ func compile(s *Script) (*program, error) {
 		if err != nil {
 			return nil, fmt.Errorf("fakemodel: script %s: bad match regexp: %w", where, err)
 		}
+		var history *regexp.Regexp
+		if r.History != "" {
+			if history, err = regexp.Compile(r.History); err != nil {
+				return nil, fmt.Errorf("fakemodel: script %s: bad history regexp: %w", where, err)
+			}
+		}
 		if len(r.Steps) == 0 {
 			return nil, fmt.Errorf("fakemodel: script %s: no steps", where)
 		}
@@ -268,7 +280,7 @@ func compile(s *Script) (*program, error) {
 		if name == "" {
 			name = fmt.Sprintf("rules[%d]", i)
 		}
-		p.rules = append(p.rules, compiledRule{name: name, re: re, apiKey: r.APIKey, steps: steps})
+		p.rules = append(p.rules, compiledRule{name: name, re: re, apiKey: r.APIKey, history: history, steps: steps})
 	}
 	return p, nil
 }
