@@ -336,6 +336,9 @@ func (g *guard) runAdapter(ctx context.Context, a Adapter, req Request) {
 			if !g.emit(ev) {
 				return nil
 			}
+			if limited = g.lim.reached(); limited != "" {
+				break // before the vendor can begin a turn past the limit
+			}
 			// A run waiting for a person is not idle: the idle timeout
 			// resumes once no permission request is open.
 			if idle != nil && (g.live == nil || !g.live.waiting()) {

@@ -16,8 +16,10 @@ import (
 // returned. That is what Claude's --max-turns and Gemini's
 // model.maxSessionTurns limit (measured: with a limit of N, the N-th
 // response's tools run, and the run ends before response N+1): drover ends
-// the run when response N+1 begins, before any of its events is passed on,
-// stopping the vendor's process group.
+// the run as soon as the last tool call of response N has its result, the
+// vendor then asking the model for response N+1, or at the latest when
+// response N+1 begins, before any of its events is passed on; it stops
+// the vendor's process group, so no tool of response N+1 runs.
 type limiter struct {
 	maxTurns int     // enforced by drover; 0: not
 	budget   float64 // enforced by drover; 0: not
@@ -26,7 +28,8 @@ type limiter struct {
 
 	turns     int64
 	toolUses  int64
-	afterTool bool // a tool_result came after the last assistant event
+	afterTool bool                // a tool_result came after the last assistant event
+	open      map[string]struct{} // tool calls of this turn without a result yet
 }
 
 // newLimiter takes over from opts the limits that the vendor (caps) does
@@ -34,7 +37,7 @@ type limiter struct {
 // prices. A budget drover enforces on a model with no known price is an
 // error before the run starts.
 func newLimiter(caps Capabilities, opts *Options) (*limiter, error) {
-	l := &limiter{model: opts.Model}
+	l := &limiter{model: opts.Model, open: map[string]struct{}{}}
 	if opts.MaxTurns > 0 && !caps.NativeMaxTurns {
 		l.maxTurns, opts.MaxTurns = opts.MaxTurns, 0
 	}
@@ -93,13 +96,27 @@ func (l *limiter) observe(ev Event) (DoneStatus, error) {
 			l.turns++
 			l.afterTool = false
 		}
-		if ev.Type == TypeToolUse {
+		if p, ok := ev.Payload.(ToolUsePayload); ok {
 			l.toolUses++
+			l.open[p.ToolUseID] = struct{}{}
 		}
 	case TypeToolResult:
 		l.afterTool = true
+		if p, ok := ev.Payload.(ToolResultPayload); ok {
+			delete(l.open, p.ToolUseID)
+		}
 	}
 	return "", nil
+}
+
+// reached reports, after an event was passed on, that the run is to end
+// now: its last allowed turn's tool calls all have their results, so all
+// the vendor can do next is begin a turn past the limit.
+func (l *limiter) reached() DoneStatus {
+	if l.maxTurns > 0 && l.turns >= int64(l.maxTurns) && l.afterTool && len(l.open) == 0 {
+		return StatusMaxTurns
+	}
+	return ""
 }
 
 // finish completes the vendor's own done: the cost estimated from its

@@ -26,8 +26,9 @@ type looper struct {
 	model     string
 	responses [][]string // tool ids per response
 	usage     drover.Usage
-	parallel  bool // a response's tool calls all start before their results
-	ran       atomic.Int32
+	parallel  bool           // a response's tool calls all start before their results
+	ran       atomic.Int32   // tools run
+	began     atomic.Int32   // responses begun
 	got       drover.Options // the options the adapter was given
 }
 
@@ -52,6 +53,7 @@ func (l *looper) adapter(caps drover.Capabilities) *fake {
 			return
 		}
 		for i, tools := range l.responses {
+			l.began.Add(1)
 			if !y(text("response "+string(rune('1'+i))), nil) {
 				return
 			}
@@ -90,6 +92,11 @@ func TestLIM_MaxTurnsEnforced(t *testing.T) {
 	}
 	if n := l.ran.Load(); n != 3 {
 		t.Fatalf("%d tools ran, want 3 (a, b, c; never d)", n)
+	}
+	// Stopped once turn 2's last call had its result: the agent was not
+	// left to begin response 3.
+	if n := l.began.Load(); n != 2 || evs[len(evs)-2].Type != drover.TypeToolResult {
+		t.Fatalf("the agent began %d responses; events %v", n, types(evs))
 	}
 	if !a.sawStop.Load() || !a.returned.Load() {
 		t.Fatal("the adapter was not stopped")
