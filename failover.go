@@ -440,6 +440,17 @@ func (e *Engine) failover(ctx context.Context, primary Adapter, prompt string, o
 					finish(cres, " (compacting the session after a context overflow failed)")
 					return
 				}
+				if !cres.compacted {
+					// The turn ended well but the vendor reported no
+					// compaction (Claude: "Not enough messages to
+					// compact"): retrying would overflow again.
+					res.doneEv = cres.doneEv
+					p := cres.done
+					p.Status = StatusError
+					res.done = p
+					finish(res, fmt.Sprintf(" (not retried: %s reported no compaction of the session)", cur.a.ID()))
+					return
+				}
 				resume = cres.done.ResumeToken
 				if resume == "" {
 					resume = res.done.ResumeToken
@@ -524,6 +535,7 @@ func CompactPrompt(a Adapter) string {
 type attemptResult struct {
 	stopped    bool // the consumer stopped iterating
 	toolRan    bool
+	compacted  bool      // the vendor reported a compaction (an event VENDOR:compact)
 	code       ErrorCode // of the last unrecoverable error event
 	message    string
 	retryAfter time.Duration
@@ -564,6 +576,9 @@ func (e *Engine) runAttempt(ctx context.Context, l link, prompt string, o Option
 		}
 		if ev.Type == TypeToolUse {
 			r.toolRan = true
+		}
+		if strings.HasSuffix(string(ev.Type), ":compact") {
+			r.compacted = true
 		}
 		if !yield(ev) {
 			r.stopped = true

@@ -368,6 +368,8 @@ type compacting struct {
 	// stillOverflows makes turns overflow even after a compaction.
 	stillOverflows bool
 	toolFirst      bool
+	// cannotCompact makes "/compact" end well without compacting.
+	cannotCompact bool
 }
 
 func (c *compacting) CompactPrompt() string { return "/compact" }
@@ -377,7 +379,7 @@ func newCompacting() *compacting {
 	c.fake = &fake{id: "cx", caps: &drover.Capabilities{Tiers: drover.Tiers(), Resume: true}, run: func(ctx context.Context, req drover.Request, y func(drover.Event, error) bool) {
 		c.mu.Lock()
 		c.calls = append(c.calls, req.Prompt+"@"+req.Options.Resume)
-		if req.Prompt == "/compact" {
+		if req.Prompt == "/compact" && !c.cannotCompact {
 			c.compacted++
 		}
 		overflow := req.Prompt != "/compact" && (c.compacted == 0 || c.stillOverflows)
@@ -386,6 +388,10 @@ func newCompacting() *compacting {
 			return
 		}
 		switch {
+		case req.Prompt == "/compact" && c.cannotCompact:
+			if y(text("Not enough messages to compact."), nil) {
+				y(ev(drover.TypeDone, drover.DonePayload{Status: drover.StatusSuccess, ResumeToken: "s1", DurationMs: 1}), nil)
+			}
 		case req.Prompt == "/compact":
 			if y(ev("cx:compact", map[string]any{"pre_tokens": 1000, "post_tokens": 100}), nil) {
 				y(ev(drover.TypeDone, drover.DonePayload{Status: drover.StatusSuccess, ResumeToken: "s1", Usage: drover.Usage{InputTokens: 7}, DurationMs: 1}), nil)
@@ -462,6 +468,16 @@ func TestFAIL1_ContextOverflowOnce(t *testing.T) {
 	}
 	if last.Code != drover.CodeContextOverflow || last.Recoverable {
 		t.Errorf("final error %+v", last)
+	}
+
+	c = newCompacting()
+	c.cannotCompact = true
+	evs = runAll(t, compactingEngine(t, c), context.Background(), "cx", drover.Options{})
+	if d := checkShape(t, evs); d.Status != drover.StatusError || len(c.calls) != 2 {
+		t.Errorf("nothing compacted: %s after %q", d.Status, c.calls)
+	}
+	if p := payloadsOf[drover.ErrorPayload](evs); len(p) != 2 || p[1].Code != drover.CodeContextOverflow || !strings.Contains(p[1].Message, "reported no compaction") {
+		t.Errorf("errors %+v", p)
 	}
 
 	api := &apiFake{fails: map[string]drover.ErrorCode{"x:/": drover.CodeContextOverflow}}
