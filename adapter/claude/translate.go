@@ -491,7 +491,7 @@ func (t *translator) resultError(l line) drover.Event {
 // 413, or a 400 about the prompt's length, is a context overflow.
 var statusRules = runner.StatusRules{ContextOverflow: []runner.Match{
 	{Status: []int{413}},
-	{Status: []int{400}, Texts: []runner.Text{{"prompt is too long"}, {"context"}}},
+	{Status: []int{400}, Texts: []runner.Text{{"prompt is too long"}, {"Prompt is too long"}, {"context"}}},
 }}
 
 // isResumeRejection reports whether a result line says Claude could not find
