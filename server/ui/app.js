@@ -52,9 +52,10 @@ function fmtDuration(ms) {
   return Math.floor(m / 60) + ' h ' + (m % 60) + ' min';
 }
 
-function fmtCost(usd) {
+// fmtCost shows a cost; "~" marks drover's estimate (usage.costEstimated).
+function fmtCost(usd, estimated) {
   if (usd === undefined || usd === null) return '';
-  return '$' + (usd < 0.01 && usd > 0 ? usd.toFixed(4) : usd.toFixed(2));
+  return (estimated ? '~$' : '$') + (usd < 0.01 && usd > 0 ? usd.toFixed(4) : usd.toFixed(2));
 }
 
 function fmtInt(n) {
@@ -258,7 +259,7 @@ function runRow(r, depth) {
   const cells = [label, r.agent, r.prompt, fmtTime(isZeroTime(r.startedAt) ? r.createdAt : r.startedAt),
     fmtDuration(runDuration(r)),
     u.inputTokens || u.outputTokens ? fmtInt(u.inputTokens) + ' / ' + fmtInt(u.outputTokens) : '',
-    fmtCost(u.totalCostUsd)];
+    fmtCost(u.totalCostUsd, u.costEstimated)];
   const key = JSON.stringify([cells, depth, r.status, r.parentId || '']);
   let row = state.rows.get(r.id);
   if (!row) {
@@ -411,7 +412,7 @@ function renderDetailHead() {
     ['reasoning tokens', u.reasoningTokens !== undefined ? fmtInt(u.reasoningTokens) : ''],
     ['tool uses', fmtInt(u.toolUses)],
     ['turns', u.turns !== undefined ? fmtInt(u.turns) : ''],
-    ['cost', fmtCost(u.totalCostUsd)],
+    ['cost', fmtCost(u.totalCostUsd, u.costEstimated)],
     ['events', fmtInt(r.lastSeq)],
     ['session', r.sessionId || ''],
     ['resume token', r.resumeToken || ''],
@@ -590,7 +591,7 @@ function render(tl, ev) {
       const u = p.usage || {};
       li = item('done', el('span', { class: 'status s-' + p.status, text: p.status }),
         ' ' + fmtInt(u.inputTokens) + ' in / ' + fmtInt(u.outputTokens) + ' out' +
-        (u.totalCostUsd !== undefined ? ' · ' + fmtCost(u.totalCostUsd) : ''),
+        (u.totalCostUsd !== undefined ? ' · ' + fmtCost(u.totalCostUsd, u.costEstimated) : ''),
         p.result ? pre(p.result, 'text') : null);
       break;
     }

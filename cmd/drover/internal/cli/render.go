@@ -50,9 +50,13 @@ func duration(r store.Run) string {
 	return "-"
 }
 
+// cost shows u's cost, with "~" before drover's estimate (docs/limits.md).
 func cost(u drover.Usage) string {
 	if u.TotalCostUSD == nil {
 		return "-"
+	}
+	if u.CostEstimated {
+		return fmt.Sprintf("~$%.4f", *u.TotalCostUSD)
 	}
 	return fmt.Sprintf("$%.4f", *u.TotalCostUSD)
 }
@@ -227,7 +231,7 @@ func (h *human) doneLine(ev drover.Event, p drover.DonePayload) string {
 		parts = append(parts, fmt.Sprintf("%d tool calls", u.ToolUses))
 	}
 	if u.TotalCostUSD != nil {
-		parts = append(parts, fmt.Sprintf("$%.4f", *u.TotalCostUSD))
+		parts = append(parts, cost(u))
 	}
 	if u.Turns != nil {
 		parts = append(parts, fmt.Sprintf("%d turns", *u.Turns))

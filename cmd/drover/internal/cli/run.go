@@ -54,6 +54,7 @@ type runFlags struct {
 	profiles        []string // failover (docs/failover.md)
 	modelFallback   []string
 	fallback        []string
+	prices          string // a JSON price file (docs/limits.md)
 }
 
 func newRunCmd(e *env) *cobra.Command {
@@ -85,8 +86,9 @@ usage error, 130 after SIGINT once every run has ended interrupted.`,
 	fl.StringVar(&f.tier, "tier", "", "permission tier: sandbox, dry-run, supervised (default), autonomous")
 	fl.StringVar(&f.model, "model", "", "model name passed to the agent")
 	fl.StringVar(&f.cwd, "cwd", "", "working directory of the agent (default: current)")
-	fl.IntVar(&f.maxTurns, "max-turns", 0, "stop after this many agent turns")
-	fl.Float64Var(&f.maxBudget, "max-budget-usd", 0, "stop once the run has cost this much")
+	fl.IntVar(&f.maxTurns, "max-turns", 0, "stop after this many model responses (turns)")
+	fl.Float64Var(&f.maxBudget, "max-budget-usd", 0, "stop once the run has cost this many US dollars")
+	fl.StringVar(&f.prices, "prices", "", "JSON file of model prices in USD per million tokens, over $DROVER_PRICES and the built-in table")
 	fl.StringVar(&f.resume, "resume", "", "vendor resume token of an earlier run (its done.resumeToken)")
 	fl.StringSliceVar(&f.allowedTools, "allowed-tools", nil, "restrict the agent to these tools (comma-separated, exact names)")
 	fl.StringSliceVar(&f.disallowedTools, "disallowed-tools", nil, "remove these tools (comma-separated, exact names)")
@@ -267,6 +269,11 @@ func planRun(ctx context.Context, e *env, f *runFlags, args []string) (*runPlan,
 			return nil, usageError{err}
 		}
 		opts.Tier = t
+	}
+	if f.prices != "" {
+		if opts.Prices, err = drover.LoadPrices(f.prices); err != nil {
+			return nil, usagef("--prices: %v", err)
+		}
 	}
 	if f.apiRetries >= 0 {
 		n := f.apiRetries
