@@ -270,3 +270,88 @@ type requestLine struct {
 	Status int    `json:"status"`
 	Aux    string `json:"aux"`
 }
+
+const overflowScript = `{"rules":[
+  {"name":"summarize","match":"(?s)^CRITICAL: Respond with TEXT ONLY","steps":[{"text":"<summary>The user asked to remember 7, then to say hello.</summary>"}]},
+  {"name":"remember","match":"remember","steps":[{"text":"I will remember 7."}]},
+  {"name":"after-compact","history":"continued from a previous conversation","match":"say hello","steps":[{"text":"hello after compaction"}]},
+  {"name":"overflow","match":"say hello","steps":[{"error":{"status":400,"message":"prompt is too long: 250000 tokens > 200000 maximum"}}]}
+]}`
+
+// compactionsIn returns the compact_metadata of every claude-code:compact
+// event of evs.
+func compactionsIn(evs []drover.Event) []map[string]any {
+	var out []map[string]any
+	for _, e := range evs {
+		if e.Type != "claude-code:compact" {
+			continue
+		}
+		raw, _ := json.Marshal(e.Payload)
+		var p struct {
+			Meta map[string]any `json:"compact_metadata"`
+		}
+		if json.Unmarshal(raw, &p) == nil && p.Meta != nil {
+			out = append(out, p.Meta)
+		}
+	}
+	return out
+}
+
+// TestFAIL1_ClaudeContextOverflowCompacts: the second turn of a session
+// overflows the context. With Claude's own automatic compaction off, drover
+// compacts the session with /compact and retries once: a recoverable
+// CONTEXT_OVERFLOW, the compaction (trigger manual, tokens before and
+// after) in the stream and the ledger, and the retry succeeds. With it on,
+// Claude compacts by itself (trigger auto), and that is recorded too.
+func TestFAIL1_ClaudeContextOverflowCompacts(t *testing.T) {
+	for _, tc := range []struct {
+		name, env, trigger string
+		byDrover           bool
+	}{
+		{"drover compacts", "DISABLE_AUTO_COMPACT=1", "manual", true},
+		{"claude compacts by itself", "", "auto", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := newFailoverWorld(t)
+			if err := os.WriteFile(w.script, []byte(overflowScript), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if tc.env != "" {
+				w.env = append(w.env, tc.env)
+			}
+			first, _ := w.run(0, "--tier", "dry-run", "remember 7")
+			printed, recorded := w.run(0, "--tier", "dry-run", "--session", first[0].SessionID, "say hello")
+			for name, evs := range map[string][]drover.Event{"printed": printed, "ledger": recorded} {
+				if d := doneOf(t, evs); d.Status != drover.StatusSuccess || d.Result != "hello after compaction" {
+					t.Fatalf("%s: done %+v", name, d)
+				}
+				comp := compactionsIn(evs)
+				if len(comp) != 1 || comp[0]["trigger"] != tc.trigger || comp[0]["pre_tokens"] == nil || comp[0]["post_tokens"] == nil {
+					t.Errorf("%s: compactions %v, want one %s with tokens before and after", name, comp, tc.trigger)
+				}
+				rec := recoverableErrors(evs)
+				if !tc.byDrover {
+					if len(rec) != 0 {
+						t.Errorf("%s: drover intervened: %v", name, rec)
+					}
+					continue
+				}
+				if len(rec) != 1 || rec[0].Payload.(drover.ErrorPayload).Code != drover.CodeContextOverflow ||
+					!strings.Contains(rec[0].Payload.(drover.ErrorPayload).Message, "compacting its session (/compact) and retrying once") {
+					t.Fatalf("%s: recoverable errors %v", name, rec)
+				}
+				att := attemptsIn(t, evs)
+				if len(att) != 3 || att[0]["code"] != "CONTEXT_OVERFLOW" || att[1]["kind"] != "compaction" || att[2]["status"] != "success" {
+					t.Errorf("%s: attempts %v", name, att)
+				}
+			}
+			var rules []string
+			for _, r := range readRequestLog(t, w.log) {
+				rules = append(rules, r.Rule)
+			}
+			if want := "remember overflow summarize after-compact"; strings.Join(rules, " ") != want {
+				t.Errorf("requests %v, want %s", rules, want)
+			}
+		})
+	}
+}
