@@ -105,6 +105,11 @@ func CooldownFor(code ErrorCode) time.Duration {
 	return 0
 }
 
+// MetaSessionCostUSD is the metadata key of a done event by which an
+// adapter says that the vendor reported the cost as the running total of
+// the session the run resumed (Claude Code), not the run's own.
+const MetaSessionCostUSD = "sessionCostUsd"
+
 // MetaRetryAfterMs is the metadata key of an error event by which an
 // adapter reports the vendor's retry-after, in milliseconds; failover
 // cools the profile down for that long instead of CooldownFor.
@@ -333,9 +338,26 @@ func (e *Engine) failover(ctx context.Context, primary Adapter, prompt string, o
 			next      = 0
 			compacted bool // the run has compacted once; it does not again
 		)
+		// sessionCost is each vendor session's running cost (by resume
+		// token) at the end of this run's last attempt in it: a vendor
+		// that reports a resumed turn's cost as the session's running
+		// total (done metadata sessionCostUsd, Claude) has each attempt's
+		// own share counted, not the total again.
+		sessionCost := map[string]float64{}
 		record := func(l link, kind string, r attemptResult) {
+			u, token := r.done.Usage, r.done.ResumeToken
+			if t, ok := r.doneEv.Metadata[MetaSessionCostUSD].(float64); ok && u.TotalCostUSD != nil {
+				if prev, ok := sessionCost[token]; ok {
+					own := max(t-prev, 0)
+					u.TotalCostUSD = &own
+				}
+				sessionCost[token] = t
+			} else if u.TotalCostUSD != nil && token != "" {
+				sessionCost[token] = *u.TotalCostUSD // a new session's first turn: its cost is the session's
+			}
+			r.done.Usage = u
 			rec := AttemptRecord{Agent: l.a.ID(), Model: l.model, Kind: kind, Status: r.done.Status, Code: r.code,
-				Usage: r.done.Usage, DurationMs: r.done.DurationMs}
+				Usage: u, DurationMs: r.done.DurationMs}
 			if l.profile != nil {
 				rec.Profile = l.profile.Name
 			}

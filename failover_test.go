@@ -370,20 +370,35 @@ type compacting struct {
 	toolFirst      bool
 	// cannotCompact makes "/compact" end well without compacting.
 	cannotCompact bool
+	spent         float64 // the session's running cost
 }
 
 func (c *compacting) CompactPrompt() string { return "/compact" }
 
 func newCompacting() *compacting {
 	c := &compacting{}
-	c.fake = &fake{id: "cx", caps: &drover.Capabilities{Tiers: drover.Tiers(), Resume: true}, run: func(ctx context.Context, req drover.Request, y func(drover.Event, error) bool) {
+	c.fake = &fake{id: "cx", caps: &drover.Capabilities{Tiers: drover.Tiers(), Resume: true}, run: func(ctx context.Context, req drover.Request, yield func(drover.Event, error) bool) {
 		c.mu.Lock()
 		c.calls = append(c.calls, req.Prompt+"@"+req.Options.Resume)
 		if req.Prompt == "/compact" && !c.cannotCompact {
 			c.compacted++
 		}
 		overflow := req.Prompt != "/compact" && (c.compacted == 0 || c.stillOverflows)
+		// Each turn costs $1; a resumed turn reports the session's
+		// running total, as Claude Code does.
+		c.spent++
+		cost, meta := 1.0, map[string]any(nil)
+		if req.Options.Resume != "" {
+			cost, meta = c.spent, map[string]any{drover.MetaSessionCostUSD: c.spent}
+		}
 		c.mu.Unlock()
+		y := func(e drover.Event, err error) bool {
+			if d, ok := e.Payload.(drover.DonePayload); ok {
+				d.Usage.TotalCostUSD = &cost
+				e.Payload, e.Metadata = d, meta
+			}
+			return yield(e, err)
+		}
 		if !y(ev(drover.TypeInit, drover.InitPayload{}), nil) {
 			return
 		}
@@ -429,8 +444,8 @@ func TestFAIL1_ContextOverflowCompactsAndRetries(t *testing.T) {
 	c := newCompacting()
 	evs := runAll(t, compactingEngine(t, c), context.Background(), "cx", drover.Options{})
 	d := checkShape(t, evs)
-	if d.Status != drover.StatusSuccess || d.Usage.InputTokens != 15 {
-		t.Fatalf("done %+v: want success with the three turns' usage summed", d)
+	if d.Status != drover.StatusSuccess || d.Usage.InputTokens != 15 || d.Usage.TotalCostUSD == nil || *d.Usage.TotalCostUSD != 3 {
+		t.Fatalf("done %+v: want success with the three turns' usage summed, $3 (each turn's own share of the session's running total)", d)
 	}
 	if want := []string{"prompt@", "/compact@s1", "prompt@s1"}; !slices.Equal(c.calls, want) {
 		t.Errorf("turns %v, want %v", c.calls, want)
