@@ -53,6 +53,8 @@ var mcpVendors = []mcpVendor{
 	codexMCP("codex-live", true),
 	geminiMCP("gemini", false),
 	geminiMCP("gemini-acp", true),
+	opencodeMCP("opencode", false),
+	opencodeMCP("opencode-acp", true),
 }
 
 // codexMCP is Codex headless (exec) or live (app-server): MCP tools are
@@ -69,6 +71,12 @@ func codexMCP(name string, live bool) mcpVendor {
 func geminiMCP(name string, live bool) mcpVendor {
 	return mcpVendor{name: name, id: gemini.ID, command: "gemini", binaryEnv: gemini.BinaryEnv, tool: "mcp_probe_lookup", event: "mcp_probe_lookup",
 		transports: []string{"stdio", "http", "sse"}, live: live, asksNatives: live, noInput: live}
+}
+
+// opencodeMCP is OpenCode run or over ACP (`opencode acp`).
+func opencodeMCP(name string, live bool) mcpVendor {
+	return mcpVendor{name: name, id: opencode.ID, command: "opencode", binaryEnv: opencode.BinaryEnv, tool: "probe_lookup", event: "probe_lookup",
+		transports: []string{"stdio", "http", "sse"}, live: live}
 }
 
 // lookupScript asks for lookup of the key in the prompt under the vendor's
@@ -187,5 +195,3 @@ func TestMCP2_SandboxOffersOnlyMCPTools(t *testing.T) {
 		})
 	}
 }
-
-var _, _ = gemini.ID, opencode.ID

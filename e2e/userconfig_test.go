@@ -9,6 +9,7 @@ import (
 
 	"github.com/drover-run/drover"
 	"github.com/drover-run/drover/adapter/gemini"
+	"github.com/drover-run/drover/adapter/opencode"
 	"github.com/drover-run/drover/builtin"
 	"github.com/drover-run/drover/internal/mcptest"
 )
@@ -144,5 +145,51 @@ func TestSEC4_GeminiUserProviderKept(t *testing.T) {
 	}
 	if n := len(w.fake.Requests()); n == 0 {
 		t.Fatal("the user's provider got no request")
+	}
+}
+
+// SEC-4: OpenCode reaches the provider the user configured — the world's
+// fakemodel, named only in the user's configuration — given as
+// OPENCODE_CONFIG_CONTENT in Options.Env, in drover's own environment, or
+// in the user's opencode.json: drover merges its configuration (tier
+// rules, agent) into the user's instead of replacing it.
+func TestSEC4_OpenCodeUserProviderKept(t *testing.T) {
+	w := newWorld(t, `{"rules":[{"match":"","steps":[{"text":"answered by the user's provider"}]}]}`)
+	bin := vendorBin(t, "opencode", opencode.BinaryEnv)
+	config := `{"provider":{"mine":{"npm":"@ai-sdk/openai-compatible","name":"Mine","options":{"baseURL":"` + w.url + `/v1","apiKey":"sk-user"},
+		"models":{"m":{"name":"M","tool_call":true}}}},"model":"mine/m","small_model":"mine/m","enabled_providers":["mine"]}`
+	for _, where := range []string{"options", "environment", "file"} {
+		t.Run(where, func(t *testing.T) {
+			before := len(w.fake.Requests())
+			home := t.TempDir()
+			env := map[string]string{"HOME": home, "OPENCODE_DISABLE_MODELS_FETCH": "1", "OPENCODE_DISABLE_LSP_DOWNLOAD": "1"}
+			for _, d := range []struct{ env, sub string }{{"XDG_CONFIG_HOME", ".config"}, {"XDG_DATA_HOME", ".local/share"},
+				{"XDG_CACHE_HOME", ".cache"}, {"XDG_STATE_HOME", ".local/state"}} {
+				env[d.env] = filepath.Join(home, d.sub)
+			}
+			switch where {
+			case "options":
+				env[opencode.ConfigContentEnv] = config
+			case "environment":
+				t.Setenv(opencode.ConfigContentEnv, config)
+			case "file":
+				dir := filepath.Join(env["XDG_CONFIG_HOME"], "opencode")
+				if err := os.MkdirAll(dir, 0o700); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(filepath.Join(dir, "opencode.json"), []byte(config), 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+			evs := runAgent(t, opencode.ID, drover.Options{Binary: bin, Cwd: w.cwd, Tier: drover.TierSupervised, Timeout: 2 * time.Minute,
+				MCPServers: map[string]drover.MCPServer{"probe": {Command: mcptest.Build(t)}}, Env: env}, "who answers?")
+			d := doneOf(t, evs)
+			if d.Status != drover.StatusSuccess || d.Result != "answered by the user's provider" {
+				t.Fatalf("done %+v: the run did not reach the user's provider", d)
+			}
+			if len(w.fake.Requests()) == before {
+				t.Fatal("the user's provider got no request")
+			}
+		})
 	}
 }

@@ -43,7 +43,8 @@ func (a *Adapter) Capabilities() drover.Capabilities {
 		Resume: true, AllowedTools: true, DisallowedTools: true, AddDirs: true, SystemPrompt: true,
 		Thinking: true, Cost: true, ConfigDir: true, Endpoint: true, APIRetries: true, PartialText: true,
 		Permissions: true, Interrupt: true,
-		Tiers: drover.Tiers(),
+		Tiers:         drover.Tiers(),
+		MCPTransports: mcpTransports,
 	}
 }
 
@@ -108,8 +109,12 @@ func (a *Adapter) Prepare(req drover.Request) (*runner.Launch, error) {
 			return fail("write opencode system prompt", err)
 		}
 	}
-	env = append(env, "OPENCODE_CONFIG_CONTENT="+string(cfg), "OPENCODE_PERMISSION="+string(mustJSON(Permission(opts))))
+	env = append(env, ConfigContentEnv+"="+string(cfg), "OPENCODE_PERMISSION="+string(mustJSON(Permission(opts))))
 	for k, v := range opts.Env {
+		if k == ConfigContentEnv || k == "OPENCODE_PERMISSION" {
+			// Merged into drover's (Config); the tier's rules win.
+			continue
+		}
 		env = append(env, k+"="+v)
 	}
 	if live {
@@ -269,6 +274,7 @@ func Permission(opts drover.Options) rules {
 	default:
 		rs = rules{{"*", "allow"}}
 	}
+	rs = append(rs, mcpPermission(opts)...)
 	if len(opts.AllowedTools) > 0 {
 		// Everything not allowed is denied (removed); an allowed tool keeps
 		// the tier's own rule, which the tier rules above already give it.
@@ -331,8 +337,10 @@ func Tools(opts drover.Options) []string {
 	return out
 }
 
-// Config returns the OPENCODE_CONFIG_CONTENT for opts. files names drover's
-// files on disk: "plugin" (the retry cap) and "prompt" (the system prompt).
+// Config returns the OPENCODE_CONFIG_CONTENT for opts: drover's
+// configuration merged into the one the caller gave in the environment
+// (mergeUserConfig). files names drover's files on disk: "plugin" (the
+// retry cap) and "prompt" (the system prompt).
 func Config(opts drover.Options, files map[string]string) ([]byte, error) {
 	perm := Permission(opts)
 	agent := map[string]any{
@@ -389,6 +397,13 @@ func Config(opts drover.Options, files map[string]string) ([]byte, error) {
 		}
 		cfg["plugin"] = []string{"file://" + p}
 	}
+	if m := MCPConfig(opts); m != nil {
+		cfg["mcp"] = m
+	}
+	cfg, err := mergeUserConfig(userConfigContent(opts), cfg)
+	if err != nil {
+		return nil, err
+	}
 	return json.Marshal(cfg)
 }
 
@@ -425,7 +440,9 @@ func Env(opts drover.Options, home string) []string {
 	var env []string
 	for _, kv := range os.Environ() {
 		k, _, _ := strings.Cut(kv, "=")
-		if opts.Endpoint != nil && scrubbed(k) {
+		if opts.Endpoint != nil && scrubbed(k) || k == ConfigContentEnv || k == "OPENCODE_PERMISSION" {
+			// The config content is merged into drover's (Config), whose
+			// permission rules win.
 			continue
 		}
 		env = append(env, kv)
