@@ -49,6 +49,10 @@ type mcpVendor struct {
 }
 
 var mcpVendors = []mcpVendor{
+	{name: "claude", id: "claude-code", command: "claude", binaryEnv: "DROVER_CLAUDE_BIN", tool: "mcp__probe__lookup", event: "mcp__probe__lookup",
+		// "Reserved placeholder that keeps deferred tool loading active;
+		// never call this tool" (its description): no native tool.
+		transports: []string{"stdio", "http", "sse"}, sandboxExtra: []string{"DeferredToolPlaceholder"}},
 	codexMCP("codex", false),
 	codexMCP("codex-live", true),
 	geminiMCP("gemini", false),
