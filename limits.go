@@ -125,10 +125,14 @@ func (l *limiter) reached() DoneStatus {
 // when it reports none): drover's count is only a limit's.
 func (l *limiter) finish(d *DonePayload) {
 	u := &d.Usage
-	if u.TotalCostUSD == nil && (u.InputTokens > 0 || u.OutputTokens > 0) {
+	// A cost of 0 for tokens is a vendor that could not price the model
+	// (OpenCode's catalogue has no price for a custom endpoint's model);
+	// a price drover knows is better then.
+	if tokens := u.InputTokens + u.OutputTokens; tokens > 0 && (u.TotalCostUSD == nil || *u.TotalCostUSD == 0) {
 		if p, ok := l.price(); ok {
-			c := p.Cost(*u)
-			u.TotalCostUSD, u.CostEstimated = &c, true
+			if c := p.Cost(*u); u.TotalCostUSD == nil || c > 0 {
+				u.TotalCostUSD, u.CostEstimated = &c, true
+			}
 		}
 	}
 	if l.budget > 0 && u.TotalCostUSD != nil && *u.TotalCostUSD >= l.budget && d.Status == StatusSuccess {

@@ -174,13 +174,20 @@ func TestLIM_BudgetAndEstimatedCost(t *testing.T) {
 }
 
 // TestLIM_VendorCostNotEstimated: a cost the vendor reports is kept, not
-// marked estimated.
+// marked estimated; a cost of 0 for tokens is replaced by a known price.
 func TestLIM_VendorCostNotEstimated(t *testing.T) {
 	cost := 0.25
 	l := &looper{model: "gpt-5", usage: drover.Usage{InputTokens: 10, OutputTokens: 10, TotalCostUSD: &cost}}
 	d := checkShape(t, runAll(t, engineWith(t, l.adapter(drover.Capabilities{})), context.Background(), "loop", drover.Options{MaxBudgetUSD: 0.2}))
 	if d.Status != drover.StatusMaxBudget || *d.Usage.TotalCostUSD != cost || d.Usage.CostEstimated {
 		t.Fatalf("done %+v", d)
+	}
+	zero := 0.0
+	l = &looper{model: "drover/default", usage: drover.Usage{InputTokens: 1_000_000, TotalCostUSD: &zero}}
+	d = checkShape(t, runAll(t, engineWith(t, l.adapter(drover.Capabilities{})), context.Background(), "loop",
+		drover.Options{MaxBudgetUSD: 0.5, Prices: map[string]drover.Price{"default": {Input: 1}}}))
+	if d.Status != drover.StatusMaxBudget || *d.Usage.TotalCostUSD != 1 || !d.Usage.CostEstimated {
+		t.Fatalf("vendor cost 0: done %+v", d)
 	}
 }
 
