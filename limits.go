@@ -88,6 +88,14 @@ func (l *limiter) observe(ev Event) (DoneStatus, error) {
 				return "", l.noPrice()
 			}
 		}
+	case TypeText, TypeTextDelta, TypeThinking, TypeToolUse, TypeToolResult:
+		if _, nested := ev.Metadata["parentToolUseId"]; nested {
+			// A vendor's own subagent (UES-5) works inside one tool call
+			// of the run's turn: its responses are not the run's turns.
+			return "", nil
+		}
+	}
+	switch ev.Type {
 	case TypeText, TypeTextDelta, TypeThinking, TypeToolUse:
 		if l.turns == 0 || l.afterTool {
 			if l.maxTurns > 0 && l.turns >= int64(l.maxTurns) {

@@ -137,6 +137,28 @@ func TestLIM_SequentialToolsCountAsTurns(t *testing.T) {
 	}
 }
 
+// TestLIM_SubagentResponsesAreNotTurns: the events of a vendor's own
+// subagent (metadata.parentToolUseId) work inside the run's tool call and
+// count no turn.
+func TestLIM_SubagentResponsesAreNotTurns(t *testing.T) {
+	nested := func(e drover.Event) drover.Event {
+		e.Metadata = map[string]any{"parentToolUseId": "task"}
+		return e
+	}
+	a := &fake{id: "sub", run: func(_ context.Context, _ drover.Request, y func(drover.Event, error) bool) {
+		for _, e := range []drover.Event{toolUse("task"), nested(toolUse("n1")), nested(toolResult("n1")), nested(text("sub says")),
+			nested(toolUse("n2")), nested(toolResult("n2")), toolResult("task"), text("done"), done(drover.StatusSuccess)} {
+			if !y(e, nil) {
+				return
+			}
+		}
+	}}
+	evs := runAll(t, engineWith(t, a), context.Background(), "sub", drover.Options{MaxTurns: 2})
+	if d := checkShape(t, evs); d.Status != drover.StatusSuccess {
+		t.Fatalf("done %+v: %v", d, types(evs))
+	}
+}
+
 // TestLIM_NativeLimitsPassedOn: a vendor that enforces a limit itself gets
 // it, and drover does not cut its run.
 func TestLIM_NativeLimitsPassedOn(t *testing.T) {
