@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/drover-run/drover"
+	"github.com/drover-run/drover/adapter/acp"
 	"github.com/drover-run/drover/adapter/gemini"
 	"github.com/drover-run/drover/adapter/opencode"
 	"github.com/drover-run/drover/builtin"
@@ -195,6 +196,66 @@ func TestMCP2_SandboxOffersOnlyMCPTools(t *testing.T) {
 				if len(extra) > 0 || !v.deferred && !slices.Contains(r.ToolsOffered, v.tool) {
 					t.Errorf("sandbox offered %v: want %s and only %v besides", r.ToolsOffered, v.tool, v.sandboxExtra)
 				}
+			}
+		})
+	}
+}
+
+// TestMCP2_ACPAgentGetsServersInSessionNew: an agent configured as a
+// plain ACP agent (adapter/acp; here `opencode acp`, trusted with
+// autonomous, its provider in its own configuration) gets the run's
+// servers in session/new, over each transport ACP names, and calls the
+// tool.
+func TestMCP2_ACPAgentGetsServersInSessionNew(t *testing.T) {
+	bin := vendorBin(t, "opencode", opencode.BinaryEnv)
+	for _, transport := range []string{"stdio", "http", "sse"} {
+		t.Run(transport, func(t *testing.T) {
+			t.Parallel()
+			w := newWorld(t, lookupScript("probe_lookup"))
+			log := filepath.Join(w.cwd, "calls.jsonl")
+			var server drover.MCPServer
+			switch transport {
+			case "stdio":
+				server = drover.MCPServer{Command: mcptest.Build(t), Env: map[string]string{mcptest.LogEnv: log}}
+			case "http":
+				server = drover.MCPServer{URL: mcptest.Serve(t, log).URL}
+			case "sse":
+				server = drover.MCPServer{Type: "sse", URL: mcptest.Serve(t, log).SSEURL}
+			}
+			reg := drover.NewRegistry()
+			if err := reg.Register(acp.New(acp.Agent{Name: "some-acp-agent", Command: bin, Args: []string{"acp"},
+				Tiers: []drover.Tier{drover.TierAutonomous}})); err != nil {
+				t.Fatal(err)
+			}
+			config := `{"provider":{"fake":{"npm":"@ai-sdk/openai-compatible","name":"Fake","options":{"baseURL":"` + w.url + `/v1","apiKey":"x"},
+				"models":{"m":{"name":"M","tool_call":true}}}},"model":"fake/m","small_model":"fake/m","enabled_providers":["fake"],
+				"autoupdate":false,"share":"disabled","permission":{"*":"allow"}}`
+			env := map[string]string{"HOME": w.home, "OPENCODE_CONFIG_CONTENT": config, "OPENCODE_DISABLE_MODELS_FETCH": "1",
+				"OPENCODE_DISABLE_LSP_DOWNLOAD": "1", "OPENCODE_DISABLE_AUTOUPDATE": "1", "PWD": w.cwd}
+			for _, d := range []struct{ env, sub string }{{"XDG_CONFIG_HOME", ".config"}, {"XDG_DATA_HOME", ".local/share"},
+				{"XDG_CACHE_HOME", ".cache"}, {"XDG_STATE_HOME", ".local/state"}} {
+				env[d.env] = filepath.Join(w.home, d.sub)
+			}
+			key := fmt.Sprintf("k%d", time.Now().UnixNano()%100000)
+			events, err := drover.NewEngine(reg).Run(context.Background(), "some-acp-agent", "look up "+key, drover.Options{
+				Cwd: w.cwd, Tier: drover.TierAutonomous, Timeout: 3 * time.Minute, Env: env,
+				MCPServers: map[string]drover.MCPServer{"probe": server}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var evs []drover.Event
+			for ev := range events {
+				evs = append(evs, ev)
+			}
+			if d := doneOf(t, evs); d.Status != drover.StatusSuccess {
+				t.Fatalf("done %+v; events %v", d, typesOf(evs))
+			}
+			results := payloads[drover.ToolResultPayload](evs)
+			if !slices.ContainsFunc(results, func(r drover.ToolResultPayload) bool { return strings.Contains(r.Output, mcptest.Answer(key)) }) {
+				t.Errorf("no tool_result with the server's answer: %+v (uses %+v)", results, payloads[drover.ToolUsePayload](evs))
+			}
+			if calls := mcptest.Calls(t, log); len(calls) != 1 || calls[0].Key != key || calls[0].Transport != transport {
+				t.Errorf("mcptest calls %+v, want one of key %s over %s", calls, key, transport)
 			}
 		})
 	}
