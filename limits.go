@@ -61,6 +61,16 @@ func newLimiter(caps Capabilities, opts *Options) (*limiter, error) {
 	return l, nil
 }
 
+// CheckLimits reports the error the engine would end a run with before
+// starting it for o's limits on an agent with caps: a budget drover must
+// enforce on a model it has no price for, or a bad DROVER_PRICES file. A
+// run that names no model is checked at its init instead. For callers
+// that refuse a run before recording it (drover run).
+func CheckLimits(caps Capabilities, o Options) error {
+	_, err := newLimiter(caps, &o)
+	return err
+}
+
 func (l *limiter) price() (Price, bool) { return LookupPrice(l.model, l.prices...) }
 
 func (l *limiter) noPrice() error {
@@ -69,7 +79,7 @@ func (l *limiter) noPrice() error {
 		model = "(the agent's default, unnamed)"
 	}
 	return &Error{Code: CodeUnsupportedOption, Message: fmt.Sprintf(
-		"maxBudgetUsd: no price known for model %q, so drover cannot count its cost: give its price in Options.Prices or a %s file (docs/limits.md)", model, PricesEnv)}
+		"maxBudgetUsd: no price known for model %q, so drover cannot count its cost: give its price in Options.Prices (drover run --prices FILE) or a %s file (docs/limits.md)", model, PricesEnv)}
 }
 
 // observe counts ev and reports the status that ends the run before ev is

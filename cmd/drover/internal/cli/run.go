@@ -54,7 +54,9 @@ type runFlags struct {
 	profiles        []string // failover (docs/failover.md)
 	modelFallback   []string
 	fallback        []string
-	prices          string // a JSON price file (docs/limits.md)
+	prices          string   // a JSON price file (docs/limits.md)
+	queue           bool     // queue for drover workers (docs/scale-out.md)
+	labels          []string // the workers' labels a queued run needs
 }
 
 func newRunCmd(e *env) *cobra.Command {
@@ -113,6 +115,8 @@ usage error, 130 after SIGINT once every run has ended interrupted.`,
 	fl.StringSliceVar(&f.modelFallback, "model-fallback", nil, "models to try, in turn, once every profile failed with --model (comma-separated)")
 	fl.StringSliceVar(&f.fallback, "fallback", nil, "agents to try, in turn, once every profile and model failed (comma-separated, e.g. codex,gemini)")
 	addDBFlag(cmd, &f.db)
+	fl.BoolVar(&f.queue, "queue", false, "queue the run for drover workers instead of running it here (a PostgreSQL ledger; docs/scale-out.md)")
+	fl.StringSliceVar(&f.labels, "labels", nil, "with --queue: only workers carrying all these labels may run it")
 	fl.BoolVar(&f.fakemodel, "fakemodel", false, "run offline against drover's built-in scripted model server")
 	fl.StringVar(&f.fakeScript, "fakemodel-script", "", "script file for --fakemodel (default: the built-in demo script)")
 	fl.StringVar(&f.fakeLog, "fakemodel-log", "", "append every request fakemodel receives to this file, one JSON line each")
@@ -151,14 +155,18 @@ func runRun(ctx context.Context, e *env, f *runFlags, args []string) error {
 	if f.json {
 		p = &jsonPrinter{w: out}
 	}
-	return e.withLedger(ctx, f.db, runs.Config{Limit: max(len(specs), 8)}, func(sup *runs.Supervisor, st store.Store) error {
+	rcfg := runs.Config{Limit: max(len(specs), 8)}
+	if f.queue {
+		rcfg.Queue = queueWanted{}
+	}
+	return e.withLedger(ctx, f.db, rcfg, func(sup *runs.Supervisor, st store.Store) error {
 		// Runs are cancelled explicitly when ctx ends (a signal), so that
 		// following and recording go on until every run has ended.
 		bg := context.WithoutCancel(ctx)
 		var ids []string
 		for _, spec := range specs {
 			started, err := sup.Start(bg, runs.StartRequest{Agent: spec.Agent, Prompt: spec.Prompt, Options: spec.Options,
-				ForkFrom: f.fork})
+				ForkFrom: f.fork, Labels: f.labels})
 			if err != nil {
 				for _, started := range ids {
 					_ = sup.Cancel(bg, started)
@@ -358,6 +366,9 @@ func planRun(ctx context.Context, e *env, f *runFlags, args []string) (*runPlan,
 			o.ConfigDir = "isolated"
 		}
 		_, err := runs.Check(reg, runs.StartRequest{Agent: a, Prompt: prompt, Options: o, ForkFrom: f.fork}, fork, sess)
+		if err == nil {
+			err = drover.CheckLimits(ad.Capabilities(), o) // a budget on a model drover cannot price
+		}
 		switch {
 		case errors.Is(err, drover.ErrUnsupportedOption):
 			return nil, usagef("%s: %w (see 'drover agents --json' for what it supports)", a, err)
