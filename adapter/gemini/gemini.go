@@ -308,7 +308,9 @@ func prepareHome(home string, opts drover.Options) error {
 	path := settingsFile(home)
 	s := map[string]any{}
 	if data, err := os.ReadFile(path); err == nil {
-		if err := json.Unmarshal(data, &s); err != nil {
+		// Gemini reads its settings as JSON with comments; a user's
+		// seeded file may have them.
+		if err := json.Unmarshal(runner.StripJSONComments(data), &s); err != nil {
 			return fmt.Errorf("%s: %w", path, err)
 		}
 	} else if !errors.Is(err, os.ErrNotExist) {

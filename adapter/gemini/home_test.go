@@ -18,7 +18,8 @@ import (
 func TestADP7_ConfigDirSeeded(t *testing.T) {
 	user := t.TempDir()
 	os.MkdirAll(filepath.Join(user, ".gemini"), 0o700)
-	os.WriteFile(filepath.Join(user, ".gemini", "settings.json"), []byte(`{"security":{"auth":{"selectedType":"oauth-personal"}},"mcpServers":{"x":{}}}`), 0o600)
+	os.WriteFile(filepath.Join(user, ".gemini", "settings.json"), []byte(`{"security":{"auth":{"selectedType":"oauth-personal"}}, // how I log in
+"mcpServers":{"x":{}}}`), 0o600)
 	t.Setenv("GEMINI_CLI_HOME", user)
 
 	creds := filepath.Join(".gemini", "oauth_creds.json")

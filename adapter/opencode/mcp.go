@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/drover-run/drover"
+	"github.com/drover-run/drover/internal/runner"
 )
 
 // mcpTransports are the MCP transports OpenCode 1.18.33 takes: a "local"
@@ -98,7 +99,8 @@ func mergeUserConfig(user string, drover map[string]any) (map[string]any, error)
 		return drover, nil
 	}
 	var u map[string]any
-	if err := json.Unmarshal([]byte(user), &u); err != nil || u == nil {
+	// OpenCode reads it as JSON with comments.
+	if err := json.Unmarshal(runner.StripJSONComments([]byte(user)), &u); err != nil || u == nil {
 		if err == nil {
 			err = fmt.Errorf("not a JSON object")
 		}

@@ -62,7 +62,8 @@ func TestMCP2_OpenCodeConfig(t *testing.T) {
 // come first; drover's permission and agent replace the user's, so the
 // tier holds; a run's server replaces a user's of the same name.
 func TestSEC4_OpenCodeUserConfigContentMerged(t *testing.T) {
-	user := `{"provider":{"mine":{"npm":"@ai-sdk/openai-compatible","options":{"baseURL":"http://127.0.0.1:7/v1"}}},"model":"mine/m",
+	user := `{// mine
+	"provider":{"mine":{"npm":"@ai-sdk/openai-compatible","options":{"baseURL":"http://127.0.0.1:7/v1"}}},"model":"mine/m",
 		"permission":{"bash":"allow"},"agent":{"drover":{"permission":{"*":"allow"}},"other":{"mode":"primary"}},
 		"plugin":["file:///user.js"],"mcp":{"probe":{"type":"local","command":["old"]},"theirs":{"type":"remote","url":"http://x"}}}`
 	zero := 0
