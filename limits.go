@@ -19,7 +19,10 @@ import (
 // the run as soon as the last tool call of response N has its result, the
 // vendor then asking the model for response N+1, or at the latest when
 // response N+1 begins, before any of its events is passed on; it stops
-// the vendor's process group, so no tool of response N+1 runs.
+// the vendor's process group, so no tool of response N+1 runs. Why not an
+// interrupt where the vendor takes one (which would keep its session and
+// report its usage): an interrupt lands asynchronously, and a fast model's
+// response N+1 could start a tool before it does.
 type limiter struct {
 	maxTurns int     // enforced by drover; 0: not
 	budget   float64 // enforced by drover; 0: not
