@@ -59,6 +59,9 @@ type Config struct {
 	// directory. Start refuses such a run with BOUNDARY_VIOLATION. The
 	// drover command sets them; nil protects nothing.
 	Protected []string
+	// Queue, when set, makes Start queue runs for workers instead of
+	// running them here (runs/queue.go, docs/scale-out.md).
+	Queue Queue
 }
 
 // Variables every agent process a run starts finds in its environment
@@ -89,6 +92,9 @@ type StartRequest struct {
 	// earlier run, leaving the run's own session untouched (LED-4). The
 	// agent must be the run's agent and able to fork.
 	ForkFrom string
+	// Labels restrict a queued run (Config.Queue) to workers that have
+	// every one of them; a supervisor without a queue refuses them.
+	Labels []string
 }
 
 // Started names a run Start recorded and the session it belongs to.
@@ -288,6 +294,9 @@ func (s *Supervisor) Start(ctx context.Context, req StartRequest) (Started, erro
 	if err != nil {
 		return Started{}, err
 	}
+	if len(req.Labels) > 0 && s.cfg.Queue == nil {
+		return Started{}, &drover.Error{Code: drover.CodeValidation, Message: "labels choose workers: only a queued run has them"}
+	}
 	if req, err = s.bound(ctx, req); err != nil {
 		return Started{}, err
 	}
@@ -319,6 +328,10 @@ func (s *Supervisor) Start(ctx context.Context, req StartRequest) (Started, erro
 	optsJSON, err := json.Marshal(req.Options.Redacted())
 	if err != nil {
 		return Started{}, fmt.Errorf("encode options: %w", err)
+	}
+
+	if s.cfg.Queue != nil {
+		return s.submit(ctx, req, sid, optsJSON)
 	}
 
 	s.mu.Lock()
@@ -560,7 +573,7 @@ func (s *Supervisor) Cancel(ctx context.Context, id string) error {
 	if err := s.st.RequestCancel(ctx, id); err != nil && !errors.Is(err, store.ErrNotFound) {
 		return err
 	}
-	return nil
+	return cancelQueued(ctx, s.st, id)
 }
 
 // pollOwned applies what other processes asked of the runs this supervisor

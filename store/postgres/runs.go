@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/drover-run/drover/store"
@@ -40,11 +41,20 @@ func scanRun(row pgx.Row) (store.Run, error) {
 // r.CreatedAt (now) when they are zero; ErrConflict if the id exists.
 // r.LastSeq is ignored: a run's last seq is that of its last event.
 func (s *Store) CreateRun(ctx context.Context, r *store.Run) error {
+	return createRun(ctx, s.pool, r)
+}
+
+// execer is what createRun writes with: the pool, or a transaction.
+type execer interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+}
+
+func createRun(ctx context.Context, db execer, r *store.Run) error {
 	if err := rules.NewRun(r, now()); err != nil {
 		return err
 	}
 	u := r.Usage
-	_, err := s.pool.Exec(ctx, `INSERT INTO runs (`+rules.RunInsertCols+`) VALUES (`+params(1, 27)+`)`,
+	_, err := db.Exec(ctx, `INSERT INTO runs (`+rules.RunInsertCols+`) VALUES (`+params(1, 27)+`)`,
 		r.ID, r.Agent, r.Prompt, string(r.Status), r.Error, r.ParentID, r.SessionID, r.ResumeToken,
 		jsonArg(r.Options), int64(r.Timeout), r.Owner, r.Pid, r.Pgid,
 		timeArg(r.CreatedAt), timeArg(r.StartedAt), timeArg(r.EndedAt), string(r.DoneStatus),

@@ -58,6 +58,11 @@ func (e *env) supervise(ctx context.Context, st store.Store, loc string, cfg run
 	// ledger whatever HOME or state directory its agent gave it (MCP-1).
 	cfg.Env = map[string]string{runs.EnvDB: loc}
 	cfg.Protected = protected(loc)
+	q, err := resolveQueue(ctx, cfg.Queue, st)
+	if err != nil {
+		return err
+	}
+	cfg.Queue = q
 	sup, err := runs.New(ctx, drover.NewEngine(builtin.Registry()), st, cfg)
 	if err != nil {
 		return err

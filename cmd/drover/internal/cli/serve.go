@@ -21,7 +21,7 @@ import (
 
 func newServeCmd(e *env) *cobra.Command {
 	var db, addr, token, fakeScript, fakeLog string
-	var stdio, fakeOn, noToken, allowAutonomous bool
+	var stdio, fakeOn, noToken, allowAutonomous, queue bool
 	var limit int
 	var approvalTimeout time.Duration
 	cmd := &cobra.Command{
@@ -92,6 +92,9 @@ and exits 130; a second one kills every agent process group at once.`,
 				return err
 			}
 			rcfg := runs.Config{Limit: limit, DefaultApprovalTimeout: approvalTimeout}
+			if queue {
+				rcfg.Queue = queueWanted{}
+			}
 			pcfg := protocol.Config{Logger: e.log, AllowAutonomous: allowAutonomous}
 			if fake != nil {
 				apply, stop, err := fake.start(e, true)
@@ -115,6 +118,7 @@ and exits 130; a second one kills every agent process group at once.`,
 	cmd.Flags().BoolVar(&allowAutonomous, "allow-autonomous", false, "let clients start runs in the autonomous tier (refused otherwise)")
 	cmd.Flags().IntVar(&limit, "limit", 8, "runs that may run at once; more wait as pending")
 	cmd.Flags().DurationVar(&approvalTimeout, "approval-timeout", 0, "how long the permission requests of runs that name no approvalTimeout wait for a client's answer (the dashboard, respond, drover approve); 0: denied at once unless a rule allows")
+	cmd.Flags().BoolVar(&queue, "queue", false, "queue the runs clients start for drover workers instead of running them here (a PostgreSQL ledger; docs/scale-out.md)")
 	cmd.Flags().BoolVar(&fakeOn, "fakemodel", false, "point every run that names no endpoint at drover's built-in scripted model server (offline)")
 	cmd.Flags().StringVar(&fakeScript, "fakemodel-script", "", "script file for --fakemodel (default: the built-in demo script)")
 	cmd.Flags().StringVar(&fakeLog, "fakemodel-log", "", "append every request fakemodel receives to this file, one JSON line each")

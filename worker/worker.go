@@ -1,0 +1,331 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+
+	"github.com/drover-run/drover"
+	"github.com/drover-run/drover/internal/proc"
+	"github.com/drover-run/drover/runs"
+	"github.com/drover-run/drover/store"
+	"github.com/drover-run/drover/store/postgres"
+)
+
+// ReasonWorkerLost is why a run failed when its worker stopped
+// heartbeating: the process died, its host was lost, or it could not
+// reach the database for longer than its lease.
+const ReasonWorkerLost = "worker lost"
+
+// Config describes one worker.
+type Config struct {
+	// ID names the worker; its runs are owned by Owner(ID). A worker
+	// that comes back under the same ID kills the process groups of its
+	// runs that were failed while it was gone. Required.
+	ID string
+	// Agents it serves (ids as the registry names them). Required.
+	Agents []string
+	// Labels it carries (CheckLabels, at most MaxLabels): it serves the
+	// runs that ask for any subset of them.
+	Labels []string
+	// Limit is how many runs it runs at once; 0 means 8.
+	Limit int
+	// Lease is how long it may go without a heartbeat before it is lost;
+	// 0 means 10 s. It heartbeats every Lease/4.
+	Lease time.Duration
+	// Defaults, when set, fills in what a run's recorded options leave
+	// unset, before it runs (drover worker --fakemodel points runs at its
+	// scripted model server).
+	Defaults func(*drover.Options)
+	// Logger receives what the worker does; nil means none.
+	Logger *slog.Logger
+}
+
+// Owner is the ledger's owner name of the runs of worker id: "worker:ID".
+// It has no "host:pid" form, so no other drover process reconciles a
+// worker's runs by its pid (RUN-6 is per worker: its heartbeats say
+// whether it lives).
+func Owner(id string) string { return "worker:" + id }
+
+// Run serves the queue until ctx ends: it registers the worker, kills
+// what its earlier life left running, claims runs and runs them on sup
+// (whose Config.Owner must be Owner(cfg.ID)), heartbeats, and fails the
+// runs of lost workers. When ctx ends it stops claiming, cancels its runs,
+// waits until they are recorded, and records that it stopped.
+func Run(ctx context.Context, st *postgres.Store, sup *runs.Supervisor, cfg Config) error {
+	if cfg.ID == "" || len(cfg.Agents) == 0 {
+		return errors.New("worker: an id and at least one agent are required")
+	}
+	labels, err := CheckLabels(cfg.Labels)
+	if err != nil {
+		return err
+	}
+	if len(labels) > MaxLabels {
+		return fmt.Errorf("worker: %d labels, at most %d", len(labels), MaxLabels)
+	}
+	if cfg.Limit <= 0 {
+		cfg.Limit = 8
+	}
+	if cfg.Lease <= 0 {
+		cfg.Lease = 10 * time.Second
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	queues := map[string]river.QueueConfig{}
+	for _, agent := range cfg.Agents {
+		for _, sub := range subsets(labels) {
+			name, err := queueName(agent, sub)
+			if err != nil {
+				return err
+			}
+			queues[name] = river.QueueConfig{MaxWorkers: cfg.Limit}
+		}
+	}
+	if err := Migrate(ctx, st); err != nil {
+		return err
+	}
+	host, _ := os.Hostname()
+	w := &worker{st: st, sup: sup, cfg: cfg, log: log, owner: Owner(cfg.ID), slots: make(chan struct{}, cfg.Limit), claimed: map[string]bool{}}
+	if err := st.RegisterWorker(ctx, &postgres.Worker{ID: cfg.ID, Host: host, Pid: os.Getpid(), Agents: cfg.Agents,
+		Labels: labels, Lease: cfg.Lease}); err != nil {
+		return err
+	}
+	w.killLeftovers(ctx)
+	workers := river.NewWorkers()
+	river.AddWorker(workers, river.WorkFunc(w.work))
+	client, err := river.NewClient(riverpgxv5.New(st.Pool()), &river.Config{
+		Queues:  queues,
+		Workers: workers,
+		// A run has its own timeout (RUN-4): River's must not end it.
+		JobTimeout: -1,
+		// Liveness is the workers' heartbeats, not a job's age: a long
+		// run is not stuck, and a rescued job must not run again.
+		RescueStuckJobsAfter: 24 * time.Hour,
+		Logger:               log,
+	})
+	if err != nil {
+		return fmt.Errorf("river client: %w", err)
+	}
+	// The client's goroutines run on a context of their own: ctx ending
+	// must stop claiming, not cut short the recording of runs going on.
+	if err := client.Start(context.WithoutCancel(ctx)); err != nil {
+		return fmt.Errorf("start river client: %w", err)
+	}
+	var bg sync.WaitGroup
+	loops, stopLoops := context.WithCancel(context.WithoutCancel(ctx))
+	bg.Go(func() { w.heartbeat(loops) })
+	bg.Go(func() { w.reap(loops) })
+	log.Info("worker started", "id", cfg.ID, "agents", cfg.Agents, "labels", labels, "limit", cfg.Limit, "lease", cfg.Lease)
+
+	<-ctx.Done()
+	// StopAndCancel cancels the context of every job being worked, and
+	// work then cancels its run and waits until the run is recorded.
+	stopCtx := context.WithoutCancel(ctx)
+	if err := client.StopAndCancel(stopCtx); err != nil {
+		log.Error("stop river client", "err", err)
+	}
+	stopLoops()
+	bg.Wait()
+	if err := st.StopWorker(stopCtx, cfg.ID); err != nil {
+		log.Error("record worker stop", "id", cfg.ID, "err", err)
+	}
+	return nil
+}
+
+// worker is one Run's state.
+type worker struct {
+	st    *postgres.Store
+	sup   *runs.Supervisor
+	cfg   Config
+	log   *slog.Logger
+	owner string
+	slots chan struct{} // one per run at once: River's limit is per queue
+
+	mu      sync.Mutex
+	claimed map[string]bool // runs claimed and not yet ended
+}
+
+// work is River's job: claim the run, run it, wait for its end.
+func (w *worker) work(ctx context.Context, job *river.Job[runArgs]) error {
+	select {
+	case w.slots <- struct{}{}:
+	case <-ctx.Done():
+		return nil // never claimed: the job ends with nothing done
+	}
+	defer func() { <-w.slots }()
+	id := job.Args.RunID
+	r, err := w.st.ClaimRun(ctx, id, w.owner)
+	switch {
+	case errors.Is(err, postgres.ErrNotClaimable), errors.Is(err, store.ErrNotFound):
+		w.log.Info("queued run not claimable: skipped", "run", id, "err", err)
+		return nil
+	case err != nil:
+		// Not claimed: River may offer it again only if the job has
+		// attempts left, which it has not (one attempt).
+		return err
+	}
+	w.mu.Lock()
+	w.claimed[id] = true
+	w.mu.Unlock()
+	defer func() {
+		w.mu.Lock()
+		delete(w.claimed, id)
+		w.mu.Unlock()
+	}()
+	opts, err := runs.RunOptions(r)
+	if err == nil && w.cfg.Defaults != nil {
+		w.cfg.Defaults(&opts)
+	}
+	var done <-chan struct{}
+	if err == nil {
+		done, err = w.sup.Adopt(context.WithoutCancel(ctx), r, opts)
+	}
+	if err != nil {
+		ferr := w.st.FinishRun(context.WithoutCancel(ctx), store.Finish{RunID: id, Status: store.StatusFailed,
+			Error: err.Error(), DoneStatus: drover.StatusError, EndedAt: time.Now()})
+		w.log.Error("could not run a claimed run", "run", id, "err", err, "finish", ferr)
+		return nil
+	}
+	w.log.Info("claimed run", "run", id, "agent", r.Agent)
+	select {
+	case <-done:
+	case <-ctx.Done():
+		// The worker is stopping (or River cancelled the job).
+		_ = w.sup.Cancel(context.WithoutCancel(ctx), id)
+		<-done
+	}
+	return nil
+}
+
+// heartbeat moves the worker's heartbeat forward every Lease/4. If the
+// worker was declared lost meanwhile (it could not reach the database for
+// longer than its lease), its runs have been failed: it kills them and
+// registers afresh.
+func (w *worker) heartbeat(ctx context.Context) {
+	t := time.NewTicker(w.cfg.Lease / 4)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		err := w.st.Heartbeat(ctx, w.cfg.ID)
+		switch {
+		case err == nil, ctx.Err() != nil:
+		case errors.Is(err, store.ErrConflict), errors.Is(err, store.ErrNotFound):
+			w.log.Error("this worker was declared lost: stopping its runs", "id", w.cfg.ID)
+			w.mu.Lock()
+			ids := make([]string, 0, len(w.claimed))
+			for id := range w.claimed {
+				ids = append(ids, id)
+			}
+			w.mu.Unlock()
+			for _, id := range ids {
+				_ = w.sup.Cancel(ctx, id)
+			}
+			host, _ := os.Hostname()
+			labels, _ := CheckLabels(w.cfg.Labels)
+			if err := w.st.RegisterWorker(ctx, &postgres.Worker{ID: w.cfg.ID, Host: host, Pid: os.Getpid(),
+				Agents: w.cfg.Agents, Labels: labels, Lease: w.cfg.Lease}); err != nil {
+				w.log.Error("register worker again", "id", w.cfg.ID, "err", err)
+			}
+		default:
+			w.log.Warn("heartbeat failed", "id", w.cfg.ID, "err", err)
+		}
+	}
+}
+
+// reap declares lost the workers whose heartbeat is older than their
+// lease, and fails their unfinished runs "worker lost", every second.
+// Every live worker reaps; MarkLostWorkers hands each lost worker to one.
+func (w *worker) reap(ctx context.Context) {
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if err := Reap(ctx, w.st, w.log); err != nil && ctx.Err() == nil {
+			w.log.Warn("reap lost workers", "err", err)
+		}
+	}
+}
+
+// Reap declares lost every worker whose heartbeat is older than its lease
+// and fails its unfinished runs "worker lost" (their process groups are
+// on the lost worker's host: it kills them if it comes back). It returns
+// the first error; what it did is logged.
+func Reap(ctx context.Context, st *postgres.Store, log *slog.Logger) error {
+	lost, err := st.MarkLostWorkers(ctx, 0)
+	if err != nil || len(lost) == 0 {
+		return err
+	}
+	owners := map[string]string{}
+	for _, l := range lost {
+		owners[Owner(l.ID)] = l.ID
+		log.Warn("worker lost", "id", l.ID, "host", l.Host, "lastHeartbeat", l.HeartbeatAt)
+	}
+	unfinished, err := st.Unfinished(ctx)
+	if err != nil {
+		return err
+	}
+	for _, r := range unfinished {
+		if _, ok := owners[r.Owner]; !ok {
+			continue
+		}
+		err := st.FinishRun(ctx, store.Finish{RunID: r.ID, Status: store.StatusFailed, Error: ReasonWorkerLost,
+			DoneStatus: drover.StatusError, EndedAt: time.Now()})
+		switch {
+		case errors.Is(err, store.ErrConflict):
+		case err != nil:
+			return err
+		default:
+			log.Warn("run failed: worker lost", "run", r.ID, "worker", owners[r.Owner])
+		}
+	}
+	return nil
+}
+
+// killLeftovers kills the process groups of this worker's runs that were
+// failed "worker lost" while it was gone and may still be running on this
+// host (its runs left unfinished were reconciled by its supervisor).
+func (w *worker) killLeftovers(ctx context.Context) {
+	ended, err := w.st.ListRuns(ctx, store.RunFilter{Status: []store.RunStatus{store.StatusFailed}, Since: time.Now().Add(-7 * 24 * time.Hour)})
+	if err != nil {
+		w.log.Warn("list runs to kill leftovers", "err", err)
+		return
+	}
+	for _, r := range ended {
+		if r.Owner == w.owner && r.Error == ReasonWorkerLost && r.Pgid > 1 && proc.GroupAlive(r.Pgid) {
+			err := proc.KillGroup(r.Pgid)
+			w.log.Warn("killed the process group of a run failed while this worker was lost", "run", r.ID, "pgid", r.Pgid, "err", err)
+		}
+	}
+}
+
+// subsets returns every subset of labels (sorted), the empty one first.
+func subsets(labels []string) [][]string {
+	out := [][]string{nil}
+	for _, l := range labels {
+		for _, s := range slices.Clone(out) {
+			out = append(out, append(slices.Clone(s), l))
+		}
+	}
+	for _, s := range out {
+		slices.Sort(s)
+	}
+	return out
+}

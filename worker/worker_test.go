@@ -1,0 +1,250 @@
+package worker_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/drover-run/drover"
+	"github.com/drover-run/drover/internal/agenttest"
+	"github.com/drover-run/drover/runs"
+	"github.com/drover-run/drover/store"
+	"github.com/drover-run/drover/store/postgres"
+	"github.com/drover-run/drover/store/postgres/pgtest"
+	"github.com/drover-run/drover/worker"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// echo answers its prompt at once; sleeper runs until cancelled.
+func agents() []drover.Adapter {
+	echo := &agenttest.Agent{Name: "echo", Fn: func(ctx context.Context, req drover.Request, y func(drover.Event, error) bool) {
+		if y(drover.Event{Type: drover.TypeText, Payload: drover.TextPayload{Content: "echo: " + req.Prompt}}, nil) {
+			y(drover.Event{Type: drover.TypeDone, Payload: drover.DonePayload{Status: drover.StatusSuccess}}, nil)
+		}
+	}}
+	sleeper := &agenttest.Agent{Name: "sleeper", Fn: func(ctx context.Context, req drover.Request, y func(drover.Event, error) bool) {
+		if !y(drover.Event{Type: drover.TypeText, Payload: drover.TextPayload{Content: "sleeping"}}, nil) {
+			return
+		}
+		<-ctx.Done()
+	}}
+	return []drover.Adapter{echo, sleeper}
+}
+
+func registry(t *testing.T) *drover.Registry {
+	reg := drover.NewRegistry()
+	for _, a := range agents() {
+		if err := reg.Register(a); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return reg
+}
+
+func open(t *testing.T, url string) *postgres.Store {
+	t.Helper()
+	st, err := postgres.Open(context.Background(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return st
+}
+
+// client is a supervisor that queues (as drover serve --queue does).
+func client(t *testing.T, st *postgres.Store) *runs.Supervisor {
+	t.Helper()
+	q, err := worker.NewQueue(context.Background(), st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sup, err := runs.New(context.Background(), drover.NewEngine(registry(t)), st, runs.Config{Queue: q, Poll: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sup.Close() })
+	return sup
+}
+
+// startWorker runs a worker on its own connection pool (as another host
+// would) until the returned stop is called (or the test ends).
+func startWorker(t *testing.T, url string, cfg worker.Config) (stop func()) {
+	t.Helper()
+	st := open(t, url)
+	sup, err := runs.New(context.Background(), drover.NewEngine(registry(t)), st, runs.Config{Owner: worker.Owner(cfg.ID), Poll: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- worker.Run(ctx, st, sup, cfg) }()
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Error(err)
+			}
+			sup.Close()
+		})
+	}
+	t.Cleanup(stop)
+	return stop
+}
+
+func await(t *testing.T, sup *runs.Supervisor, ids ...string) []*store.Run {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	rs, err := sup.Await(ctx, ids...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rs
+}
+
+// TestDIST1_QueuedRunsSpreadOverWorkersByAgentAndLabel: runs a client
+// queues are recorded pending with no owner, and run by the workers that
+// have their agent and labels, each once.
+func TestDIST1_QueuedRunsSpreadOverWorkersByAgentAndLabel(t *testing.T) {
+	url := pgtest.NewDatabase(t)
+	st := open(t, url)
+	sup := client(t, st)
+	ctx := context.Background()
+
+	// Queued before any worker exists: durable in the ledger.
+	var ids []string
+	for range 6 {
+		s, err := sup.Start(ctx, runs.StartRequest{Agent: "echo", Prompt: "hi"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, s.RunID)
+	}
+	gpu, err := sup.Start(ctx, runs.StartRequest{Agent: "echo", Prompt: "gpu", Labels: []string{"gpu"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := st.GetRun(ctx, ids[0])
+	if err != nil || r.Status != store.StatusPending || r.Owner != "" {
+		t.Fatalf("queued run: %+v, %v; want pending with no owner", r, err)
+	}
+	if _, err := sup.Start(ctx, runs.StartRequest{Agent: "echo", Prompt: "x", Labels: []string{"Bad Label"}}); err == nil {
+		t.Fatal("a bad label was queued")
+	}
+
+	startWorker(t, url, worker.Config{ID: "a", Agents: []string{"echo"}, Lease: 2 * time.Second})
+	startWorker(t, url, worker.Config{ID: "b", Agents: []string{"echo"}, Labels: []string{"gpu", "eu"}, Lease: 2 * time.Second})
+	rs := await(t, sup, append(ids, gpu.RunID)...)
+	for _, r := range rs {
+		if r.Status != store.StatusCompleted || !slices.Contains([]string{"worker:a", "worker:b"}, r.Owner) {
+			t.Errorf("run %s: status %s owner %q error %q", r.ID, r.Status, r.Owner, r.Error)
+		}
+		evs, _ := st.Events(ctx, r.ID, 0, 0)
+		if len(evs) < 2 {
+			t.Errorf("run %s: %d events recorded", r.ID, len(evs))
+		}
+	}
+	if rs[len(rs)-1].Owner != "worker:b" {
+		t.Errorf("the gpu run ran on %s, which has no gpu label", rs[len(rs)-1].Owner)
+	}
+	ws, err := st.Workers(ctx)
+	if err != nil || len(ws) != 2 {
+		t.Fatalf("workers: %+v, %v", ws, err)
+	}
+}
+
+// TestDIST3_CancelFromAnotherProcessReachesTheWorker: a cancel through a
+// client supervisor (another process) ends a run on a worker, and a run
+// cancelled while still queued ends at once, never run.
+func TestDIST3_CancelFromAnotherProcessReachesTheWorker(t *testing.T) {
+	url := pgtest.NewDatabase(t)
+	st := open(t, url)
+	sup := client(t, st)
+	ctx := context.Background()
+
+	queued, err := sup.Start(ctx, runs.StartRequest{Agent: "sleeper", Prompt: "never"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sup.Cancel(ctx, queued.RunID); err != nil {
+		t.Fatal(err)
+	}
+	if r := await(t, sup, queued.RunID)[0]; r.Status != store.StatusFailed || r.Error != store.ReasonCancelled {
+		t.Fatalf("run cancelled in the queue: %s %q", r.Status, r.Error)
+	}
+
+	startWorker(t, url, worker.Config{ID: "w", Agents: []string{"sleeper"}, Lease: 2 * time.Second})
+	s, err := sup.Start(ctx, runs.StartRequest{Agent: "sleeper", Prompt: "sleep"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitStatus(t, st, s.RunID, store.StatusRunning)
+	if err := sup.Cancel(ctx, s.RunID); err != nil {
+		t.Fatal(err)
+	}
+	r := await(t, sup, s.RunID)[0]
+	if r.Status != store.StatusFailed || r.Error != store.ReasonCancelled || r.Owner != "worker:w" {
+		t.Fatalf("cancelled run: %s %q owner %q", r.Status, r.Error, r.Owner)
+	}
+	evs, _ := st.Events(ctx, queued.RunID, 0, 0)
+	if len(evs) != 0 {
+		t.Errorf("the run cancelled in the queue ran: %d events", len(evs))
+	}
+}
+
+// TestDIST2_LostWorkersRunsFailWorkerLost: a worker that stops
+// heartbeating (here: its heartbeats and River stop, as at kill -9) has
+// its runs failed "worker lost" by another worker, and nothing is re-run.
+func TestDIST2_LostWorkersRunsFailWorkerLost(t *testing.T) {
+	url := pgtest.NewDatabase(t)
+	st := open(t, url)
+	sup := client(t, st)
+	ctx := context.Background()
+
+	// The doomed worker is simulated by its row and a claimed run: a
+	// process killed with -9 leaves exactly that behind.
+	if err := st.RegisterWorker(ctx, &postgres.Worker{ID: "doomed", Host: "elsewhere", Pid: 1, Agents: []string{"sleeper"}, Lease: time.Second}); err != nil {
+		t.Fatal(err)
+	}
+	s, err := sup.Start(ctx, runs.StartRequest{Agent: "sleeper", Prompt: "orphan", Labels: []string{"nowhere"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.ClaimRun(ctx, s.RunID, worker.Owner("doomed")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.ClaimRun(ctx, s.RunID, worker.Owner("other")); !errors.Is(err, postgres.ErrNotClaimable) {
+		t.Fatalf("second claim: %v, want ErrNotClaimable", err)
+	}
+	begin := time.Now()
+	startWorker(t, url, worker.Config{ID: "survivor", Agents: []string{"sleeper"}, Lease: time.Second})
+	r := await(t, sup, s.RunID)[0]
+	if r.Status != store.StatusFailed || r.Error != worker.ReasonWorkerLost {
+		t.Fatalf("orphaned run: %s %q", r.Status, r.Error)
+	}
+	if took := time.Since(begin); took > time.Second+10*time.Second {
+		t.Errorf("failed after %s: more than lease + 10 s", took)
+	}
+	if err := st.Heartbeat(ctx, "doomed"); !errors.Is(err, store.ErrConflict) {
+		t.Errorf("the lost worker's heartbeat: %v, want ErrConflict", err)
+	}
+}
+
+func waitStatus(t *testing.T, st store.Store, id string, want store.RunStatus) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		if r, err := st.GetRun(context.Background(), id); err == nil && r.Status == want {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("run %s never %s", id, want)
+}
