@@ -2,6 +2,8 @@ package fakemodel
 
 import (
 	"bytes"
+	"context"
+	"encoding/json"
 	"net/http"
 	"strings"
 	"testing"
@@ -73,5 +75,25 @@ func TestRuleHistory(t *testing.T) {
 	}
 	if got := answer(msg("user", "This session is being continued from a previous conversation"), msg("assistant", []any{text("ok")}), msg("user", "hello")); got != "second time" {
 		t.Errorf("with history: %q", got)
+	}
+}
+
+// A rule with model answers only requests for that model.
+func TestRuleModel(t *testing.T) {
+	s, c := start(t, mustParse(t, `{"rules":[
+		{"name":"busy","model":"claude-test-1","match":"","steps":[{"error":{"status":529}}]},
+		{"name":"ok","match":"","steps":[{"text":"fine"}]}]}`))
+	for model, want := range map[string]int{"claude-test-1": 529, "claude-test-2": 200} {
+		var b map[string]any
+		if err := json.Unmarshal(promptBody(false, "hi"), &b); err != nil {
+			t.Fatal(err)
+		}
+		b["model"] = model
+		raw, _ := json.Marshal(b)
+		resp := post(context.Background(), t, c, s.URL(), raw)
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Errorf("%s: status %d, want %d", model, resp.StatusCode, want)
+		}
 	}
 }

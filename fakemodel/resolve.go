@@ -125,6 +125,9 @@ func (p *program) resolve(x *exchange, tools toolTable) *answer {
 		if r.apiKey != "" && r.apiKey != x.apiKey {
 			continue
 		}
+		if r.model != "" && r.model != x.model {
+			continue
+		}
 		if r.history != nil && !x.historyMatches(r.history) {
 			continue
 		}

@@ -45,6 +45,10 @@ type Rule struct {
 	// script can answer one credential differently from another: a rate
 	// limit for the first key, an answer for the second (failover tests).
 	APIKey string `json:"apiKey,omitempty"`
+	// Model, when set, restricts the rule to requests for this model
+	// (exactly as the client names it): an overloaded model and its
+	// fallback (failover tests).
+	Model string `json:"model,omitempty"`
 	// History, when set, is a Go regexp that one of the conversation's
 	// user texts other than the prompt must match (see
 	// [Request.UserTexts]): a rule for the turn after a compaction, whose
@@ -237,6 +241,7 @@ type compiledRule struct {
 	name    string
 	re      *regexp.Regexp
 	apiKey  string
+	model   string
 	history *regexp.Regexp // nil: any history
 	steps   []Step
 }
@@ -280,7 +285,7 @@ func compile(s *Script) (*program, error) {
 		if name == "" {
 			name = fmt.Sprintf("rules[%d]", i)
 		}
-		p.rules = append(p.rules, compiledRule{name: name, re: re, apiKey: r.APIKey, history: history, steps: steps})
+		p.rules = append(p.rules, compiledRule{name: name, re: re, apiKey: r.APIKey, model: r.Model, history: history, steps: steps})
 	}
 	return p, nil
 }
