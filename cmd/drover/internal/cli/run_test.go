@@ -245,7 +245,7 @@ func TestCLI_RefusedRunLeavesNoTrace(t *testing.T) {
 		{"run", "--isolate", "--cwd", "/nonexistent", "-a", "claude", "x"},
 		{"run", "--isolate", "--max-turns", "-2", "-a", "claude", "x"},
 		{"run", "--isolate", "--max-budget-usd", "1", "--model", "mystery-9", "-a", "codex", "x"}, // no price for the model
-		{"run", "--isolate", "--system-prompt", "be brief", "-a", "claude", "-a", "gemini", "x"}, // unsupported by gemini
+		{"run", "--isolate", "--system-prompt", "be brief", "-a", "claude", "-a", "gemini", "x"},  // unsupported by gemini
 		{"run", "--isolate", "--fakemodel", "--session", "BAD", "-a", "claude", "x"},
 		{"run", "--isolate", "--fakemodel-script", "/nonexistent.json", "-a", "claude", "x"},
 		{"serve", "--fakemodel", "--stdio", "--addr", "127.0.0.1:0"},
