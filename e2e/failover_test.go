@@ -266,6 +266,7 @@ func readRequestLog(t *testing.T, path string) []requestLine {
 
 type requestLine struct {
 	API    string `json:"api"`
+	Model  string `json:"model"`
 	Rule   string `json:"rule"`
 	Status int    `json:"status"`
 	Aux    string `json:"aux"`
@@ -353,5 +354,46 @@ func TestFAIL1_ClaudeContextOverflowCompacts(t *testing.T) {
 				t.Errorf("requests %v, want %s", rules, want)
 			}
 		})
+	}
+}
+
+// TestFAIL1_ClaudeModelFallback: with both profiles, the first model is
+// overloaded; drover tries profile b on it, then the fallback model with
+// profile a, which answers.
+func TestFAIL1_ClaudeModelFallback(t *testing.T) {
+	w := newFailoverWorld(t)
+	script := `{"rules":[
+  {"name":"busy","model":"claude-busy-1","match":"","steps":[{"error":{"status":529,"message":"overloaded"}}]},
+  {"name":"hello","match":"","steps":[{"text":"hello from the next link"}]}]}`
+	if err := os.WriteFile(w.script, []byte(script), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	printed, recorded := w.run(0, "--tier", "dry-run", "--model", "claude-busy-1", "--model-fallback", "claude-free-2", "--profile", "a,b", "say hello")
+	for name, evs := range map[string][]drover.Event{"printed": printed, "ledger": recorded} {
+		if d := doneOf(t, evs); d.Status != drover.StatusSuccess {
+			t.Fatalf("%s: done %+v", name, d)
+		}
+		var msgs []string
+		for _, e := range recoverableErrors(evs) {
+			p := e.Payload.(drover.ErrorPayload)
+			if p.Code != drover.CodeOverloaded {
+				t.Errorf("%s: switch code %s", name, p.Code)
+			}
+			msgs = append(msgs, p.Message)
+		}
+		if len(msgs) != 2 || !strings.Contains(msgs[0], "trying profile b") || !strings.Contains(msgs[1], "trying model claude-free-2 with a") {
+			t.Errorf("%s: switches %q", name, msgs)
+		}
+		att := attemptsIn(t, evs)
+		if len(att) != 3 || att[2]["model"] != "claude-free-2" || att[2]["profile"] != "a" || att[2]["status"] != "success" {
+			t.Errorf("%s: attempts %v", name, att)
+		}
+	}
+	var models []string
+	for _, r := range readRequestLog(t, w.log) {
+		models = append(models, r.Model+":"+r.Rule)
+	}
+	if want := "claude-busy-1:busy claude-busy-1:busy claude-free-2:hello"; strings.Join(models, " ") != want {
+		t.Errorf("requests %v, want %s", models, want)
 	}
 }
