@@ -271,7 +271,7 @@ func (c *Conversation) Pass(in drover.LiveInput) ([]byte, error) {
 // yields nothing); they follow the init event.
 func (c *Conversation) Translate(raw []byte) ([]drover.Event, error) {
 	var m message
-	if err := json.Unmarshal(raw, &m); err != nil {
+	if err := runner.Unmarshal(raw, &m); err != nil {
 		return nil, fmt.Errorf("undecodable %s line: %w", c.Agent, err)
 	}
 	evs := c.settle(m)
@@ -309,7 +309,7 @@ func (c *Conversation) settle(m message) []drover.Event {
 				ToolCallID string `json:"toolCallId"`
 			} `json:"update"`
 		}
-		_ = json.Unmarshal(m.Params, &p)
+		_ = runner.Unmarshal(m.Params, &p)
 		about = p.Update.ToolCallID
 	}
 	var keep []string
@@ -381,7 +381,7 @@ func (c *Conversation) onInitialize(m message) []drover.Event {
 		return nil
 	}
 	var r acpsdk.InitializeResponse
-	if err := json.Unmarshal(m.Result, &r); err != nil {
+	if err := runner.Unmarshal(m.Result, &r); err != nil {
 		c.fail(drover.CodeAdapterError, fmt.Sprintf("%s: initialize answered %s: %v", c.Agent, m.Result, err))
 		return nil
 	}
@@ -437,7 +437,7 @@ func (c *Conversation) sessionStarted(method string, m message) []drover.Event {
 		Models    *acpsdk.SessionModelState    `json:"models"`
 		Config    []acpsdk.SessionConfigOption `json:"configOptions"`
 	}
-	_ = json.Unmarshal(m.Result, &r)
+	_ = runner.Unmarshal(m.Result, &r)
 	c.sessionID = r.SessionID
 	if method == acpsdk.AgentMethodSessionLoad {
 		c.sessionID = c.sess.Resume
@@ -512,7 +512,7 @@ func (c *Conversation) onPrompted(m message) []drover.Event {
 		return evs
 	}
 	r := promptResult{raw: m.Result}
-	_ = json.Unmarshal(m.Result, &r)
+	_ = runner.Unmarshal(m.Result, &r)
 	c.stop = &r
 	return evs
 }
@@ -546,7 +546,7 @@ func (c *Conversation) notify(m message, raw []byte) []drover.Event {
 	var head struct {
 		Kind string `json:"sessionUpdate"`
 	}
-	if json.Unmarshal(m.Params, &p) != nil || json.Unmarshal(p.Update, &head) != nil || head.Kind == "" {
+	if runner.Unmarshal(m.Params, &p) != nil || runner.Unmarshal(p.Update, &head) != nil || head.Kind == "" {
 		return []drover.Event{c.Extension("session_update", raw)}
 	}
 	if c.loading {
@@ -555,19 +555,19 @@ func (c *Conversation) notify(m message, raw []byte) []drover.Event {
 	switch head.Kind {
 	case "agent_message_chunk":
 		var u acpsdk.SessionUpdateAgentMessageChunk
-		if json.Unmarshal(p.Update, &u) == nil && u.Content.Text != nil {
+		if runner.Unmarshal(p.Update, &u) == nil && u.Content.Text != nil {
 			return c.messageChunk(u.Content.Text.Text, u.MessageId)
 		}
 	case "agent_thought_chunk":
 		var u acpsdk.SessionUpdateAgentThoughtChunk
-		if json.Unmarshal(p.Update, &u) == nil && u.Content.Text != nil {
+		if runner.Unmarshal(p.Update, &u) == nil && u.Content.Text != nil {
 			evs := c.flushText()
 			c.thought.WriteString(u.Content.Text.Text)
 			return evs
 		}
 	case "tool_call", "tool_call_update":
 		var u toolUpdate
-		if json.Unmarshal(p.Update, &u) == nil && u.ToolCallID != "" {
+		if runner.Unmarshal(p.Update, &u) == nil && u.ToolCallID != "" {
 			evs := c.flush()
 			return append(evs, c.toolUpdate(u, head.Kind == "tool_call", p.Update)...)
 		}

@@ -218,14 +218,14 @@ func (t *translator) system(l line, raw []byte) []drover.Event {
 
 func (t *translator) blocks(l line) []block {
 	var m message
-	if len(l.Message) == 0 || l.Message[0] != '{' || json.Unmarshal(l.Message, &m) != nil {
+	if len(l.Message) == 0 || l.Message[0] != '{' || runner.Unmarshal(l.Message, &m) != nil {
 		return nil
 	}
 	if len(m.Content) == 0 || m.Content[0] != '[' {
 		return nil
 	}
 	var bs []block
-	if json.Unmarshal(m.Content, &bs) != nil {
+	if runner.Unmarshal(m.Content, &bs) != nil {
 		return nil
 	}
 	return bs
@@ -324,11 +324,11 @@ func contentText(raw json.RawMessage) string {
 		return ""
 	}
 	var s string
-	if json.Unmarshal(raw, &s) == nil {
+	if runner.Unmarshal(raw, &s) == nil {
 		return s
 	}
 	var bs []block
-	if json.Unmarshal(raw, &bs) != nil {
+	if runner.Unmarshal(raw, &bs) != nil {
 		return string(raw)
 	}
 	var parts []string
@@ -342,7 +342,7 @@ func contentText(raw json.RawMessage) string {
 
 func (t *translator) streamEvent(l line) []drover.Event {
 	var se streamEvent
-	if json.Unmarshal(l.Event, &se) != nil {
+	if runner.Unmarshal(l.Event, &se) != nil {
 		return nil
 	}
 	if se.Type == "content_block_delta" && se.Delta.Type == "text_delta" && se.Delta.Text != "" {

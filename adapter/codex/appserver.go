@@ -247,7 +247,7 @@ func (c *conversation) Finished() bool {
 // nothing); what came before follows the synthesized init.
 func (c *conversation) Translate(raw []byte) ([]drover.Event, error) {
 	var m rpcMessage
-	if err := json.Unmarshal(raw, &m); err != nil {
+	if err := runner.Unmarshal(raw, &m); err != nil {
 		return nil, fmt.Errorf("undecodable %s line: %w", c.Agent, err)
 	}
 	var evs []drover.Event
@@ -306,7 +306,7 @@ func (c *conversation) response(m rpcMessage, raw []byte) []drover.Event {
 		var r struct {
 			Model string `json:"model"`
 		}
-		_ = json.Unmarshal(m.Result, &r)
+		_ = runner.Unmarshal(m.Result, &r)
 		evs := c.startThread(idAt(m.Result, "thread"), r.Model)
 		c.out = append(c.out, c.request("turn/start", map[string]any{"threadId": c.threadID,
 			"input": []any{map[string]any{"type": "text", "text": c.prompt}}})...)
@@ -324,8 +324,8 @@ func idAt(raw json.RawMessage, key string) string {
 	var inner struct {
 		ID string `json:"id"`
 	}
-	if json.Unmarshal(raw, &outer) == nil {
-		_ = json.Unmarshal(outer[key], &inner)
+	if runner.Unmarshal(raw, &outer) == nil {
+		_ = runner.Unmarshal(outer[key], &inner)
 	}
 	return inner.ID
 }
@@ -399,7 +399,7 @@ func (c *conversation) notification(m rpcMessage, raw []byte) []drover.Event {
 			Item json.RawMessage `json:"item"`
 		}
 		var it appItem
-		if json.Unmarshal(m.Params, &p) != nil || json.Unmarshal(p.Item, &it) != nil || it.Type == "" {
+		if runner.Unmarshal(m.Params, &p) != nil || runner.Unmarshal(p.Item, &it) != nil || it.Type == "" {
 			return []drover.Event{c.Extension(strings.ReplaceAll(m.Method, "/", "_"), raw)}
 		}
 		return c.item(it, m.Method == "item/started", raw)
@@ -407,7 +407,7 @@ func (c *conversation) notification(m rpcMessage, raw []byte) []drover.Event {
 		var p struct {
 			Delta string `json:"delta"`
 		}
-		if c.partial && json.Unmarshal(m.Params, &p) == nil && p.Delta != "" {
+		if c.partial && runner.Unmarshal(m.Params, &p) == nil && p.Delta != "" {
 			return []drover.Event{c.Event(drover.TypeTextDelta, drover.TextDeltaPayload{Delta: p.Delta})}
 		}
 		return nil
@@ -459,7 +459,7 @@ func (c *conversation) addUsage(params json.RawMessage) {
 			Last *appUsage `json:"last"`
 		} `json:"tokenUsage"`
 	}
-	if json.Unmarshal(params, &p) != nil || p.TokenUsage.Last == nil || c.turnID == "" || p.TurnID != c.turnID {
+	if runner.Unmarshal(params, &p) != nil || p.TokenUsage.Last == nil || c.turnID == "" || p.TurnID != c.turnID {
 		return
 	}
 	u := p.TokenUsage.Last.usage()
@@ -483,7 +483,7 @@ func (c *conversation) turnCompleted(params json.RawMessage) {
 			} `json:"error"`
 		} `json:"turn"`
 	}
-	_ = json.Unmarshal(params, &p)
+	_ = runner.Unmarshal(params, &p)
 	if c.turnID != "" && p.Turn.ID != "" && p.Turn.ID != c.turnID {
 		return // not this run's turn
 	}
@@ -511,13 +511,13 @@ func (c *conversation) turnCompleted(params json.RawMessage) {
 // classes a text the shared status rules classify.
 func errorInfo(raw json.RawMessage) (status int, hint string) {
 	var class string
-	if json.Unmarshal(raw, &class) == nil {
+	if runner.Unmarshal(raw, &class) == nil {
 		return 0, errorClassHints[class]
 	}
 	var obj map[string]struct {
 		HTTPStatusCode *int `json:"httpStatusCode"`
 	}
-	if json.Unmarshal(raw, &obj) == nil {
+	if runner.Unmarshal(raw, &obj) == nil {
 		for _, v := range obj {
 			if v.HTTPStatusCode != nil {
 				return *v.HTTPStatusCode, ""
@@ -598,7 +598,7 @@ func (a appItem) exec() item {
 	case "reasoning":
 		parts := a.Summary
 		if len(parts) == 0 {
-			_ = json.Unmarshal(a.Content, &parts)
+			_ = runner.Unmarshal(a.Content, &parts)
 		}
 		it.Text = strings.Join(parts, "\n")
 	case "commandExecution":

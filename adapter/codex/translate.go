@@ -189,7 +189,7 @@ func (t *translator) Translate(raw []byte) ([]drover.Event, error) {
 
 func (t *translator) itemLine(l line, raw []byte) []drover.Event {
 	var it item
-	if len(l.Item) == 0 || json.Unmarshal(l.Item, &it) != nil || it.Type == "" {
+	if len(l.Item) == 0 || runner.Unmarshal(l.Item, &it) != nil || it.Type == "" {
 		return []drover.Event{t.Extension(strings.ReplaceAll(l.Type, ".", "_"), raw)}
 	}
 	return t.itemEvents(it, l.Type == "item.started", l.Type == "item.completed", raw)
@@ -233,7 +233,7 @@ func (t *translator) itemEvents(it item, started, completed bool, raw []byte) []
 		name := "mcp__" + it.Server + "__" + it.Tool
 		input := map[string]any{}
 		if len(it.Arguments) > 0 {
-			_ = json.Unmarshal(it.Arguments, &input)
+			_ = runner.Unmarshal(it.Arguments, &input)
 			if input == nil {
 				input = map[string]any{}
 			}

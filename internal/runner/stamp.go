@@ -25,7 +25,7 @@ type Stamp struct {
 // struct, whose type field typ points at. A line that is not a JSON object
 // of that struct, or has no type, is an error; the runner skips it.
 func (s Stamp) Decode(raw []byte, l any, typ *string) error {
-	if err := json.Unmarshal(raw, l); err != nil {
+	if err := Unmarshal(raw, l); err != nil {
 		return fmt.Errorf("undecodable %s line: %w", s.Agent, err)
 	}
 	if *typ == "" {
