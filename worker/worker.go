@@ -104,6 +104,9 @@ func Run(ctx context.Context, st *postgres.Store, sup *runs.Supervisor, cfg Conf
 	workers := river.NewWorkers()
 	river.AddWorker(workers, river.WorkFunc(w.work))
 	client, err := river.NewClient(riverpgxv5.New(st.Pool()), &river.Config{
+		// River records the client that fetched a job: Reap re-offers
+		// the jobs a lost worker fetched but never claimed the run of.
+		ID:      cfg.ID,
 		Queues:  queues,
 		Workers: workers,
 		// A run has its own timeout (RUN-4): River's must not end it.
@@ -277,6 +280,21 @@ func Reap(ctx context.Context, st *postgres.Store, log *slog.Logger) error {
 	for _, l := range lost {
 		owners[Owner(l.ID)] = l.ID
 		log.Warn("worker lost", "id", l.ID, "host", l.Host, "lastHeartbeat", l.HeartbeatAt)
+	}
+	ids := make([]string, 0, len(lost))
+	for _, l := range lost {
+		ids = append(ids, l.ID)
+	}
+	// A job the lost worker fetched but whose run it never claimed has
+	// run nothing: it is offered again (one more attempt), not lost.
+	tag, err := st.Pool().Exec(ctx, `UPDATE river_job SET state = 'available', scheduled_at = now(), max_attempts = attempt + 1
+		WHERE kind = $1 AND state = 'running' AND attempted_by[cardinality(attempted_by)] = ANY($2)
+			AND args->>'runId' IN (SELECT id FROM runs WHERE status = 'pending' AND owner = '')`, jobKind, ids)
+	if err != nil {
+		return fmt.Errorf("re-offer the lost workers' unclaimed jobs: %w", err)
+	}
+	if n := tag.RowsAffected(); n > 0 {
+		log.Warn("queued runs a lost worker fetched but never claimed are offered again", "runs", n)
 	}
 	unfinished, err := st.Unfinished(ctx)
 	if err != nil {
