@@ -402,6 +402,7 @@ func nestedOptions(o drover.Options) error {
 		{"sessionId", o.SessionID != ""}, {"resume", o.Resume != ""}, {"fork", o.Fork},
 		{"env", len(o.Env) > 0}, {"binary", o.Binary != ""}, {"mcpServers", len(o.MCPServers) > 0},
 		{"allowedTools", len(o.AllowedTools) > 0}, {"permissionRules", len(o.PermissionRules) > 0},
+		{"failover", o.Failover != nil}, // its profiles are environments and config homes
 	} {
 		if f.set {
 			refused = append(refused, f.name)

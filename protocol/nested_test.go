@@ -213,6 +213,7 @@ func TestMCP1_NestedConnectionIsConfinedToItsRun(t *testing.T) {
 		{"above the tier", protocol.RunParams{Agent: "quick", Prompt: "1", Options: &drover.Options{Tier: drover.TierAutonomous}}, protocol.CodeBoundaryViolation},
 		{"uncontained", protocol.RunParams{Agent: "quick", Prompt: "1", Options: &drover.Options{Contain: &no}}, protocol.CodeBoundaryViolation},
 		{"environment", protocol.RunParams{Agent: "quick", Prompt: "1", Options: &drover.Options{Env: map[string]string{"X": "1"}}}, protocol.CodeValidation},
+		{"failover profiles", protocol.RunParams{Agent: "quick", Prompt: "1", Options: &drover.Options{Failover: &drover.Failover{Profiles: []drover.Profile{{Name: "p", Env: map[string]string{"LD_PRELOAD": "/x.so"}}}}}}, protocol.CodeValidation},
 		{"rules", protocol.RunParams{Agent: "quick", Prompt: "1", Options: &drover.Options{PermissionRules: []drover.PermissionRule{{Tool: "Bash", Behavior: drover.Allow}}}}, protocol.CodeValidation},
 		{"fork", protocol.RunParams{Agent: "quick", Prompt: "1", Fork: child.RunID}, protocol.CodeValidation},
 		{"a config home elsewhere", protocol.RunParams{Agent: "quick", Prompt: "1", Options: &drover.Options{ConfigDir: t.TempDir()}}, protocol.CodeBoundaryViolation},
