@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/drover-run/drover"
+	"github.com/drover-run/drover/adapter/claude"
 	"github.com/drover-run/drover/adapter/codex"
 	"github.com/drover-run/drover/adapter/gemini"
 )
@@ -42,7 +43,7 @@ func limitsRun(t *testing.T, agent string, want int, args ...string) (drover.Don
 		"--fakemodel-script", script, "-a", agent}, append(args, "loop please")...)...)
 	cmd.Env = append(os.Environ(), "HOME="+home, "XDG_STATE_HOME="+filepath.Join(dir, "state"),
 		"XDG_CONFIG_HOME="+filepath.Join(home, ".config"), "DROVER_PRICES=",
-		codex.BinaryEnv+"="+vendorBin(t, "codex", codex.BinaryEnv), gemini.BinaryEnv+"="+vendorBin(t, "gemini", gemini.BinaryEnv))
+		claude.BinaryEnv+"="+claudeBin(t), codex.BinaryEnv+"="+vendorBin(t, "codex", codex.BinaryEnv), gemini.BinaryEnv+"="+vendorBin(t, "gemini", gemini.BinaryEnv))
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
@@ -66,17 +67,23 @@ func exists(ws, name string) bool {
 }
 
 // TestLIM_CodexMaxTurns: Codex has no turn limit; drover's ends the real
-// CLI's run after two responses, their commands run and the third's not;
-// with room for all four responses the same script succeeds.
+// CLI's run after two responses, their commands run and the third's not,
+// where Claude's own --max-turns stops the same script (the same files);
+// with room for all four responses the script succeeds on Codex.
 func TestLIM_CodexMaxTurns(t *testing.T) {
-	d, ws := limitsRun(t, "codex", 1, "--max-turns", "2")
-	if d.Status != drover.StatusMaxTurns || d.Usage.Turns == nil || *d.Usage.Turns != 2 || d.Usage.ToolUses != 2 {
-		t.Fatalf("done %+v (turns %v), want max_turns after 2 turns and 2 tool calls", d, d.Usage.Turns)
+	for _, agent := range []string{"codex", "claude"} {
+		d, ws := limitsRun(t, agent, 1, "--max-turns", "2")
+		if d.Status != drover.StatusMaxTurns {
+			t.Fatalf("%s: done %+v, want max_turns", agent, d)
+		}
+		if !exists(ws, "t1.txt") || !exists(ws, "t2.txt") || exists(ws, "t3.txt") {
+			t.Fatalf("%s: want the commands of turns 1 and 2 run, and not turn 3's", agent)
+		}
+		if agent == "codex" && (d.Usage.Turns == nil || *d.Usage.Turns != 2 || d.Usage.ToolUses != 2) {
+			t.Fatalf("codex: usage %+v (turns %v), want 2 turns and 2 tool calls", d.Usage, d.Usage.Turns)
+		}
 	}
-	if !exists(ws, "t1.txt") || !exists(ws, "t2.txt") || exists(ws, "t3.txt") {
-		t.Fatal("want the commands of turns 1 and 2 run, and not turn 3's")
-	}
-	d, ws = limitsRun(t, "codex", 0, "--max-turns", "4")
+	d, ws := limitsRun(t, "codex", 0, "--max-turns", "4")
 	if d.Status != drover.StatusSuccess || !exists(ws, "t3.txt") {
 		t.Fatalf("under the limit: done %+v", d)
 	}
