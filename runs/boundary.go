@@ -73,10 +73,18 @@ func workDirs(o drover.Options) []string {
 }
 
 // writeDirs are the directories a run asks to write, resolved: its
-// workDirs and its vendor's config home.
+// workDirs, its vendor's config home and its failover profiles' homes.
 func writeDirs(o drover.Options) []string {
-	if o.ConfigDir == "" {
-		return workDirs(o)
+	dirs := workDirs(o)
+	if o.ConfigDir != "" {
+		dirs = append(dirs, contain.Resolve(o.ConfigDir))
 	}
-	return append(workDirs(o), contain.Resolve(o.ConfigDir))
+	if o.Failover != nil {
+		for _, p := range o.Failover.Profiles {
+			if p.ConfigDir != "" {
+				dirs = append(dirs, contain.Resolve(p.ConfigDir))
+			}
+		}
+	}
+	return dirs
 }

@@ -126,12 +126,13 @@ func TestBND3_DroverStateOutsideEveryBoundary(t *testing.T) {
 	yes := true
 	home := filepath.Join(root, "home")
 	for name, o := range map[string]drover.Options{
-		"cwd around it":           {Cwd: home},
-		"cwd on it":               {Cwd: state},
-		"dry-run":                 {Cwd: home, Tier: drover.TierDryRun},
-		"an extra dir around it":  {Cwd: ws, AddDirs: []string{home}},
-		"a config home around it": {Cwd: ws, ConfigDir: home},
-		"contained autonomous":    {Cwd: home, Tier: drover.TierAutonomous, Contain: &yes},
+		"cwd around it":              {Cwd: home},
+		"cwd on it":                  {Cwd: state},
+		"dry-run":                    {Cwd: home, Tier: drover.TierDryRun},
+		"an extra dir around it":     {Cwd: ws, AddDirs: []string{home}},
+		"a config home around it":    {Cwd: ws, ConfigDir: home},
+		"a profile's home around it": {Cwd: ws, Failover: &drover.Failover{Profiles: []drover.Profile{{Name: "p", ConfigDir: home}}}},
+		"contained autonomous":       {Cwd: home, Tier: drover.TierAutonomous, Contain: &yes},
 	} {
 		_, err := f.sup.Start(ctx, runs.StartRequest{Agent: "hang", Prompt: name, Options: o})
 		if drover.CodeOf(err, "") != drover.CodeBoundaryViolation {
