@@ -1,0 +1,36 @@
+package drover
+
+import (
+	"testing"
+	"time"
+)
+
+// FAIL-1: a cooldown ends when its time has passed; a shorter one never
+// shortens a longer one already running; the code that started it is kept.
+func TestFAIL1_CooldownRegistry(t *testing.T) {
+	now := time.Unix(1000, 0)
+	c := NewCooldowns()
+	c.now = func() time.Time { return now }
+	if u, _ := c.Until("k"); !u.IsZero() {
+		t.Fatalf("unknown key cooling until %v", u)
+	}
+	c.Cool("k", CodeAuthFailed, time.Minute)
+	c.Cool("k", CodeRateLimited, time.Second)
+	if u, code := c.Until("k"); !u.Equal(now.Add(time.Minute)) || code != CodeAuthFailed {
+		t.Errorf("until %v %s, want the longer cooldown", u, code)
+	}
+	c.Cool("k", CodeRateLimited, 2*time.Minute)
+	if u, code := c.Until("k"); !u.Equal(now.Add(2*time.Minute)) || code != CodeRateLimited {
+		t.Errorf("until %v %s, want the extended cooldown", u, code)
+	}
+	now = now.Add(2 * time.Minute)
+	if u, _ := c.Until("k"); !u.IsZero() {
+		t.Errorf("still cooling at its end: %v", u)
+	}
+	for code, want := range map[ErrorCode]time.Duration{CodeRateLimited: time.Minute, CodeOverloaded: 30 * time.Second,
+		CodeServerError: 15 * time.Second, CodeAuthFailed: 15 * time.Minute, CodeBadRequest: 0} {
+		if got := CooldownFor(code); got != want {
+			t.Errorf("CooldownFor(%s) = %v, want %v", code, got, want)
+		}
+	}
+}
