@@ -137,6 +137,25 @@ func TestLIM_SequentialToolsCountAsTurns(t *testing.T) {
 	}
 }
 
+// TestLIM_StopAtNextTurnWhenCallsStayOpen: when a call of the last
+// allowed turn never gets its result (a vendor that reports some tools
+// only when they start), drover stops at the first event of the next turn,
+// which is not passed on.
+func TestLIM_StopAtNextTurnWhenCallsStayOpen(t *testing.T) {
+	a := &fake{id: "open", run: func(_ context.Context, _ drover.Request, y func(drover.Event, error) bool) {
+		for _, e := range []drover.Event{toolUse("a"), toolUse("b"), toolResult("a"), text("turn 2"), done(drover.StatusSuccess)} {
+			if !y(e, nil) {
+				return
+			}
+		}
+	}}
+	evs := runAll(t, engineWith(t, a), context.Background(), "open", drover.Options{MaxTurns: 1})
+	d := checkShape(t, evs)
+	if d.Status != drover.StatusMaxTurns || *d.Usage.Turns != 1 || d.Usage.ToolUses != 2 || len(evs) != 4 || !a.sawStop.Load() {
+		t.Fatalf("done %+v: %v", d, types(evs))
+	}
+}
+
 // TestLIM_SubagentResponsesAreNotTurns: the events of a vendor's own
 // subagent (metadata.parentToolUseId) work inside the run's tool call and
 // count no turn.
