@@ -31,6 +31,7 @@ func (s *Supervisor) Await(ctx context.Context, ids ...string) ([]*store.Run, er
 					return nil, ctx.Err()
 				}
 			}
+			ended := s.EventsRecorded() // a run's end wakes it too: runs/notify.go
 			r, err := s.st.GetRun(ctx, id)
 			if err != nil {
 				return nil, fmt.Errorf("run %s: %w", id, err)
@@ -40,7 +41,8 @@ func (s *Supervisor) Await(ctx context.Context, ids ...string) ([]*store.Run, er
 				break
 			}
 			select {
-			case <-time.After(s.cfg.Poll):
+			case <-ended:
+			case <-time.After(s.remotePoll()):
 			case <-ctx.Done():
 				return nil, ctx.Err()
 			}
@@ -51,12 +53,14 @@ func (s *Supervisor) Await(ctx context.Context, ids ...string) ([]*store.Run, er
 
 // Follow yields a run's events with seq > afterSeq from the ledger, waiting
 // for new ones until the run has ended and every event was yielded. It
-// follows runs of other processes too, polling. A reader never slows the
+// follows runs of other processes too: woken by a ledger that notifies
+// (PostgreSQL, runs/notify.go), else polling. A reader never slows the
 // run: it reads what was already persisted.
 func (s *Supervisor) Follow(ctx context.Context, id string, afterSeq int64) iter.Seq2[store.Event, error] {
 	return func(yield func(store.Event, error) bool) {
 		for {
 			var wake <-chan struct{}
+			remote := s.EventsRecorded() // for a run owned elsewhere: runs/notify.go
 			if a := s.lookup(id); a != nil {
 				wake = a.changed() // taken before reading, so no wake-up is missed
 			}
@@ -83,9 +87,11 @@ func (s *Supervisor) Follow(ctx context.Context, id string, afterSeq int64) iter
 				return
 			}
 			if wake == nil {
-				t := time.NewTimer(s.cfg.Poll)
+				t := time.NewTimer(s.remotePoll())
 				select {
 				case <-t.C:
+				case <-remote:
+					t.Stop()
 				case <-ctx.Done():
 					t.Stop()
 					yield(store.Event{}, ctx.Err())

@@ -27,7 +27,8 @@ const FromLive = -1
 // from its first event.
 //
 // Events of this supervisor's runs are seen at once (EventsRecorded),
-// those of other processes sharing the ledger within Poll.
+// those of other processes sharing the ledger at once on a ledger that
+// notifies (PostgreSQL, runs/notify.go), else within Poll.
 func (s *Supervisor) FollowLog(ctx context.Context, cursor int64) iter.Seq2[store.Event, error] {
 	return func(yield func(store.Event, error) bool) {
 		var known map[string]bool // with FromLive: runs already caught up
@@ -81,7 +82,7 @@ func (s *Supervisor) FollowLog(ctx context.Context, cursor int64) iter.Seq2[stor
 			if len(evs) == page {
 				continue
 			}
-			t := time.NewTimer(s.cfg.Poll)
+			t := time.NewTimer(s.remotePoll())
 			select {
 			case <-recorded:
 			case <-t.C:

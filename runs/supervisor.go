@@ -239,6 +239,7 @@ func New(ctx context.Context, eng *drover.Engine, st store.Store, cfg Config) (*
 	// derives from the supervisor's own, which Close cancels.
 	s.ctx, s.close = context.WithCancel(context.WithoutCancel(ctx))
 	s.wg.Go(s.pollOwned)
+	s.wg.Go(s.bridgeLedger) // runs/notify.go
 	return s, nil
 }
 
@@ -583,12 +584,15 @@ func (s *Supervisor) Cancel(ctx context.Context, id string) error {
 func (s *Supervisor) pollOwned() {
 	t := time.NewTicker(s.cfg.Poll)
 	defer t.Stop()
+	posted := s.controlsChanged() // taken before reading, so no wake-up is missed
 	for {
 		select {
 		case <-s.ctx.Done():
 			return
 		case <-t.C:
+		case <-posted:
 		}
+		posted = s.controlsChanged()
 		s.mu.Lock()
 		ids := make([]string, 0, len(s.active))
 		remote := map[string][]string{} // parent owned elsewhere → its children here

@@ -32,6 +32,7 @@ func (s *Store) PostControl(ctx context.Context, m *store.ControlMessage) error 
 		return fmt.Errorf("post control to %s: %w", m.RunID, err)
 	}
 	m.ID = *id
+	s.notifyControls(ctx)
 	return nil
 }
 

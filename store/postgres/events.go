@@ -29,11 +29,14 @@ func (s *Store) appendTx(ctx context.Context, evs []store.Event, all bool) (errs
 		// events, no row for an unknown run.
 		b := &pgx.Batch{}
 		b.Queue(`SELECT pg_advisory_xact_lock($1)`, lockEvents)
+		b.Queue(`SELECT pg_notify('` + chanEvents + `', '')`) // delivered at commit (notify.go)
 		b.Queue(`SELECT id, (SELECT MAX(seq) FROM events WHERE run_id = runs.id) FROM runs WHERE id = ANY($1)`, ids)
 		br := tx.SendBatch(ctx, b)
-		if _, err := br.Exec(); err != nil {
-			br.Close()
-			return err
+		for range 2 {
+			if _, err := br.Exec(); err != nil {
+				br.Close()
+				return err
+			}
 		}
 		last := make(map[string]int64, len(ids))
 		var id string

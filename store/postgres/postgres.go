@@ -88,6 +88,7 @@ type Store struct {
 	pool   *pgxpool.Pool
 	cfg    config
 	writer *batch.Writer
+	notify notifier // LISTEN, once asked (notify.go)
 
 	closeOnce sync.Once
 }
@@ -207,6 +208,7 @@ func (s *Store) WriterStats() WriterStats { return s.writer.Stats() }
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
 		s.writer.Close()
+		s.closeNotifier()
 		s.pool.Close()
 	})
 	return nil

@@ -64,7 +64,11 @@ func (s *Store) CancelQueued(ctx context.Context, id string) (bool, error) {
 	if err != nil {
 		return false, fmt.Errorf("cancel queued run %s: %w", id, err)
 	}
-	return tag.RowsAffected() == 1, nil
+	if tag.RowsAffected() == 1 {
+		_, _ = s.pool.Exec(ctx, `SELECT pg_notify('`+chanEvents+`', '')`) // followers see the end
+		return true, nil
+	}
+	return false, nil
 }
 
 // Worker is one row of the workers table: a `drover worker` process.

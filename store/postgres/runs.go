@@ -143,6 +143,7 @@ func (s *Store) FinishRun(ctx context.Context, f store.Finish) error {
 		b := &pgx.Batch{}
 		// Nobody will take what is still queued for a run that ended.
 		b.Queue(`DELETE FROM controls WHERE run_id = $1`, f.RunID)
+		b.Queue(`SELECT pg_notify('` + chanEvents + `', '')`) // followers see the end (notify.go)
 		u := f.Usage
 		b.Queue(`UPDATE runs SET status = $1, error = $2, done_status = $3, resume_token = $4,
 			duration_ms = $5, ended_at = $6, input_tokens = $7, output_tokens = $8, tool_uses = $9, total_cost_usd = $10,
@@ -237,6 +238,7 @@ func (s *Store) RequestCancel(ctx context.Context, id string) error {
 		WHERE id = $1 AND status IN ('pending', 'running') AND NOT cancel_requested`, id); err != nil {
 		return fmt.Errorf("request cancel %s: %w", id, err)
 	}
+	s.notifyControls(ctx)
 	return nil
 }
 
