@@ -98,6 +98,12 @@ func applyMCP(home string, s map[string]any, opts drover.Options) error {
 	if servers != nil {
 		s["mcpServers"] = servers
 	}
+	if len(add) == 0 {
+		if err := os.Remove(mcpAddedFile(home)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+		return nil
+	}
 	names, _ := json.Marshal(slices.Sorted(maps.Keys(add)))
 	return os.WriteFile(mcpAddedFile(home), names, 0o600)
 }

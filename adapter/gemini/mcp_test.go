@@ -47,6 +47,9 @@ func TestMCP2_GeminiSettings(t *testing.T) {
 	if d := cmp.Diff(map[string]any{"mine": map[string]any{"command": "/usr/bin/mine"}}, readSettings(t, home)["mcpServers"]); d != "" {
 		t.Errorf("after a run without servers (-want +got):\n%s", d)
 	}
+	if _, err := os.Stat(mcpAddedFile(home)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the record of added servers outlived them: %v", err)
+	}
 }
 
 // TestMCP2_GeminiPolicy: in sandbox and dry-run the run's servers' tools
