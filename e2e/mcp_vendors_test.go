@@ -12,7 +12,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -134,9 +133,6 @@ func mcpRun(t *testing.T, v mcpVendor, transport string, tier drover.Tier) []fak
 	reqs := w.fake.Requests()
 	for _, r := range reqs {
 		t.Logf("request %s rule %q step %d tools %v resolution %v", r.Path, r.Rule, r.Step, r.ToolsOffered, r.Resolution)
-		if os.Getenv("MCP2_DUMP") != "" {
-			os.WriteFile(os.Getenv("MCP2_DUMP"), r.Body, 0o600)
-		}
 	}
 	d := doneOf(t, evs)
 	if d.Status != drover.StatusSuccess {
@@ -160,8 +156,9 @@ func mcpRun(t *testing.T, v mcpVendor, transport string, tier drover.Tier) []fak
 	return reqs
 }
 
-// TestMCP2_VendorsCallTheRunsMCPServer: each vendor, over each transport
-// it takes, in supervised... (autonomous for the call to run unasked).
+// TestMCP2_VendorsCallTheRunsMCPServer: each vendor, headless and live,
+// calls the run's server over each transport it takes (in autonomous,
+// where MCP tools run unasked on every vendor; sandbox is the next test).
 func TestMCP2_VendorsCallTheRunsMCPServer(t *testing.T) {
 	for _, v := range mcpVendors {
 		for _, tr := range v.transports {
