@@ -37,7 +37,7 @@ func agents() []drover.Adapter {
 	return []drover.Adapter{echo, sleeper}
 }
 
-func registry(t *testing.T) *drover.Registry {
+func registry(t testing.TB) *drover.Registry {
 	reg := drover.NewRegistry()
 	for _, a := range agents() {
 		if err := reg.Register(a); err != nil {
@@ -47,7 +47,7 @@ func registry(t *testing.T) *drover.Registry {
 	return reg
 }
 
-func open(t *testing.T, url string) *postgres.Store {
+func open(t testing.TB, url string) *postgres.Store {
 	t.Helper()
 	st, err := postgres.Open(context.Background(), url)
 	if err != nil {
@@ -58,7 +58,7 @@ func open(t *testing.T, url string) *postgres.Store {
 }
 
 // client is a supervisor that queues (as drover serve --queue does).
-func client(t *testing.T, st *postgres.Store) *runs.Supervisor {
+func client(t testing.TB, st *postgres.Store) *runs.Supervisor {
 	t.Helper()
 	q, err := worker.NewQueue(context.Background(), st)
 	if err != nil {
@@ -74,7 +74,7 @@ func client(t *testing.T, st *postgres.Store) *runs.Supervisor {
 
 // startWorker runs a worker on its own connection pool (as another host
 // would) until the returned stop is called (or the test ends).
-func startWorker(t *testing.T, url string, cfg worker.Config) (stop func()) {
+func startWorker(t testing.TB, url string, cfg worker.Config) (stop func()) {
 	t.Helper()
 	st := open(t, url)
 	sup, err := runs.New(context.Background(), drover.NewEngine(registry(t)), st, runs.Config{Owner: worker.Owner(cfg.ID), Poll: 50 * time.Millisecond})
