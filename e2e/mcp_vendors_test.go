@@ -92,6 +92,12 @@ func lookupScript(tool string) string {
 // mcpRun runs v with one MCP server "probe" over transport in tier and
 // checks the call end to end; it returns the fakemodel requests.
 func mcpRun(t *testing.T, v mcpVendor, transport string, tier drover.Tier) []fakemodel.Request {
+	return mcpRunWant(t, v, transport, tier, true)
+}
+
+// mcpRunWant is mcpRun; with called false it checks instead that the
+// server was never called and no successful result came back.
+func mcpRunWant(t *testing.T, v mcpVendor, transport string, tier drover.Tier, called bool) []fakemodel.Request {
 	t.Helper()
 	bin := vendorBin(t, v.command, v.binaryEnv)
 	w := newWorld(t, lookupScript(v.tool))
@@ -137,6 +143,17 @@ func mcpRun(t *testing.T, v mcpVendor, transport string, tier drover.Tier) []fak
 	d := doneOf(t, evs)
 	if d.Status != drover.StatusSuccess {
 		t.Fatalf("done %+v; events %v", d, typesOf(evs))
+	}
+	if !called {
+		if calls := mcptest.Calls(t, log); len(calls) != 0 {
+			t.Errorf("the server was called: %+v", calls)
+		}
+		for _, r := range payloads[drover.ToolResultPayload](evs) {
+			if r.Status == drover.ToolSuccess {
+				t.Errorf("a successful tool result: %+v", r)
+			}
+		}
+		return reqs
 	}
 	uses := slices.DeleteFunc(payloads[drover.ToolUsePayload](evs), func(p drover.ToolUsePayload) bool { return p.ToolName != v.event })
 	if len(uses) != 1 || !v.noInput && uses[0].Input["key"] != key {
@@ -254,6 +271,22 @@ func TestMCP2_ACPAgentGetsServersInSessionNew(t *testing.T) {
 			if calls := mcptest.Calls(t, log); len(calls) != 1 || calls[0].Key != key || calls[0].Transport != transport {
 				t.Errorf("mcptest calls %+v, want one of key %s over %s", calls, key, transport)
 			}
+		})
+	}
+}
+
+// TestMCP2_SupervisedHeadlessRefuses: in supervised an MCP tool needs
+// approval, and a headless run has nobody to ask: the call never reaches
+// the server (Claude and Codex deny it; Gemini does not offer it;
+// OpenCode rejects its "ask").
+func TestMCP2_SupervisedHeadlessRefuses(t *testing.T) {
+	for _, v := range mcpVendors {
+		if v.live {
+			continue
+		}
+		t.Run(v.name, func(t *testing.T) {
+			t.Parallel()
+			mcpRunWant(t, v, "stdio", drover.TierSupervised, false)
 		})
 	}
 }
