@@ -140,8 +140,8 @@ func (r *recorder) record(ev drover.Event) {
 	r.pending <- ev
 }
 
-// finish writes the run's end and turn record in one transaction (LED-3)
-// and moves its session's head (LED-4).
+// finish writes the run's end, its turn record and its session's new head
+// in one transaction (LED-3, LED-4).
 func (r *recorder) finish() {
 	if p := r.failed.Load(); p != nil {
 		r.ledger = *p
@@ -149,7 +149,8 @@ func (r *recorder) finish() {
 	a := r.a
 	res := r.turn.result()
 	f := store.Finish{RunID: a.id, Status: store.StatusCompleted, DoneStatus: res.Status,
-		ResumeToken: res.ResumeToken, Usage: res.Usage, DurationMs: res.DurationMs, EndedAt: time.Now()}
+		ResumeToken: res.ResumeToken, Usage: res.Usage, DurationMs: res.DurationMs, EndedAt: time.Now(),
+		SessionID: a.req.Options.SessionID}
 	if res.Status != drover.StatusSuccess {
 		f.Status, f.Error = store.StatusFailed, r.reason(res)
 	}
@@ -161,11 +162,6 @@ func (r *recorder) finish() {
 	}
 	if r.ledger != nil {
 		r.s.log.Error("ledger: the run was stopped because its events could not be recorded", "run", a.id, "err", r.ledger)
-	}
-	if res.ResumeToken != "" {
-		if err := r.s.st.AdvanceSession(r.ctx, a.req.Options.SessionID, a.id, res.ResumeToken, f.EndedAt); err != nil {
-			r.s.log.Error("ledger: could not move the session's head", "run", a.id, "session", a.req.Options.SessionID, "err", err)
-		}
 	}
 }
 

@@ -166,6 +166,11 @@ type Finish struct {
 	EndedAt     time.Time
 	Messages    []Message
 	ToolCalls   []ToolCall
+	// SessionID, with a ResumeToken, moves that session's head to this run
+	// in the same transaction (LED-3, LED-4), as AdvanceSession does at
+	// EndedAt. A session that does not exist is left alone: the run's end
+	// is still recorded.
+	SessionID string
 }
 
 // Session is a drover session: runs that continue one vendor conversation (LED-4).

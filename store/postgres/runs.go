@@ -120,7 +120,8 @@ func (s *Store) StartRun(ctx context.Context, id string, pid, pgid int, at time.
 // whatever their own RunID says, and two messages with one Index are
 // ErrConflict. Messages and tool calls recorded by reference (their Seq
 // fields) are stored as those seqs, in one turn_refs row (package
-// store/internal/turnref).
+// store/internal/turnref). f.SessionID's head moves to the run in the
+// same transaction.
 func (s *Store) FinishRun(ctx context.Context, f store.Finish) error {
 	msgs, calls, refs, err := rules.Finish(&f, now())
 	if err != nil {
@@ -182,6 +183,10 @@ func (s *Store) FinishRun(ctx context.Context, f store.Finish) error {
 		if !refs.Empty() {
 			m, c := refs.JSON()
 			b.Queue(`INSERT INTO turn_refs (run_id, messages, tool_calls) VALUES ($1, $2, $3)`, f.RunID, m, c)
+		}
+		if f.SessionID != "" && f.ResumeToken != "" {
+			// No row for an unknown session: it is left alone.
+			b.Queue(advanceSessionSQL, f.SessionID, f.RunID, f.ResumeToken, f.EndedAt)
 		}
 		err = tx.SendBatch(ctx, b).Close()
 		if isUniqueViolation(err) {

@@ -53,10 +53,7 @@ func (s *Store) PutSession(ctx context.Context, ss *store.Session) error {
 // the one before, so none is lost. ErrNotFound if the session is unknown.
 func (s *Store) AdvanceSession(ctx context.Context, id, runID, resumeToken string, at time.Time) error {
 	rules.Default(&at, now())
-	tag, err := s.pool.Exec(ctx, `UPDATE sessions SET
-			heads = CASE WHEN head_run_id <> '' THEN array_append(heads, head_run_id) ELSE heads END,
-			head_run_id = $2, resume_token = $3, updated_at = $4
-		WHERE id = $1`, id, runID, resumeToken, at)
+	tag, err := s.pool.Exec(ctx, advanceSessionSQL, id, runID, resumeToken, at)
 	if err == nil && tag.RowsAffected() == 0 {
 		err = store.ErrNotFound
 	}
@@ -65,6 +62,13 @@ func (s *Store) AdvanceSession(ctx context.Context, id, runID, resumeToken strin
 	}
 	return nil
 }
+
+// advanceSessionSQL moves session $1's head to run $2 with resume token
+// $3 at $4 (AdvanceSession, FinishRun).
+const advanceSessionSQL = `UPDATE sessions SET
+		heads = CASE WHEN head_run_id <> '' THEN array_append(heads, head_run_id) ELSE heads END,
+		head_run_id = $2, resume_token = $3, updated_at = $4
+	WHERE id = $1`
 
 // GetSession returns one session (Heads never nil); ErrNotFound if unknown.
 func (s *Store) GetSession(ctx context.Context, id string) (*store.Session, error) {

@@ -133,6 +133,7 @@ func (s *Store) StartRun(ctx context.Context, id string, pid, pgid int, at time.
 // whatever their own RunID says, and two messages with one Index are
 // ErrConflict. Messages and tool calls recorded by reference (their Seq
 // fields) are stored as those seqs, in one turn_refs row: see turn.go.
+// f.SessionID's head moves to the run in the same transaction.
 func (s *Store) FinishRun(ctx context.Context, f store.Finish) error {
 	inline, inlineCalls, refs, err := rules.Finish(&f, time.Now())
 	if err != nil {
@@ -172,7 +173,15 @@ func (s *Store) FinishRun(ctx context.Context, f store.Finish) error {
 		if err := insertRows(ctx, tx, `INSERT INTO tool_calls (run_id, ord, id, name, input, status, output, started_at, ended_at) VALUES `, 9, calls); err != nil {
 			return err
 		}
-		return writeTurnRefs(ctx, tx, f.RunID, refs)
+		if err := writeTurnRefs(ctx, tx, f.RunID, refs); err != nil {
+			return err
+		}
+		if f.SessionID != "" && f.ResumeToken != "" {
+			if err := advanceSession(ctx, tx, f.SessionID, f.RunID, f.ResumeToken, f.EndedAt); err != nil && !errors.Is(err, store.ErrNotFound) {
+				return err
+			}
+		}
+		return nil
 	})
 	if err != nil {
 		return fmt.Errorf("finish run %s: %w", f.RunID, err)

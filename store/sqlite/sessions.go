@@ -68,34 +68,37 @@ func (s *Store) PutSession(ctx context.Context, ss *store.Session) error {
 // all kept. ErrNotFound if the session is unknown.
 func (s *Store) AdvanceSession(ctx context.Context, id, runID, resumeToken string, at time.Time) error {
 	rules.Default(&at, time.Now())
-	err := s.inTx(ctx, func(tx *sql.Tx) error {
-		var head, headsJSON string
-		err := tx.QueryRowContext(ctx, `SELECT head_run_id, heads FROM sessions WHERE id = ?`, id).Scan(&head, &headsJSON)
-		if errors.Is(err, sql.ErrNoRows) {
-			return store.ErrNotFound
-		}
-		if err != nil {
-			return err
-		}
-		var heads []string
-		if err := json.Unmarshal([]byte(headsJSON), &heads); err != nil {
-			return fmt.Errorf("heads: %w", err)
-		}
-		if head != "" {
-			heads = append(heads, head)
-		}
-		hs, err := headsArg(heads)
-		if err != nil {
-			return err
-		}
-		_, err = tx.ExecContext(ctx, `UPDATE sessions SET head_run_id = ?, resume_token = ?, heads = ?, updated_at = ? WHERE id = ?`,
-			runID, resumeToken, hs, timeArg(at), id)
-		return err
-	})
+	err := s.inTx(ctx, func(tx *sql.Tx) error { return advanceSession(ctx, tx, id, runID, resumeToken, at) })
 	if err != nil {
 		return fmt.Errorf("advance session %s: %w", id, err)
 	}
 	return nil
+}
+
+// advanceSession is AdvanceSession inside tx (FinishRun's too).
+func advanceSession(ctx context.Context, tx *sql.Tx, id, runID, resumeToken string, at time.Time) error {
+	var head, headsJSON string
+	err := tx.QueryRowContext(ctx, `SELECT head_run_id, heads FROM sessions WHERE id = ?`, id).Scan(&head, &headsJSON)
+	if errors.Is(err, sql.ErrNoRows) {
+		return store.ErrNotFound
+	}
+	if err != nil {
+		return err
+	}
+	var heads []string
+	if err := json.Unmarshal([]byte(headsJSON), &heads); err != nil {
+		return fmt.Errorf("heads: %w", err)
+	}
+	if head != "" {
+		heads = append(heads, head)
+	}
+	hs, err := headsArg(heads)
+	if err != nil {
+		return err
+	}
+	_, err = tx.ExecContext(ctx, `UPDATE sessions SET head_run_id = ?, resume_token = ?, heads = ?, updated_at = ? WHERE id = ?`,
+		runID, resumeToken, hs, timeArg(at), id)
+	return err
 }
 
 // GetSession returns one session (Heads never nil); ErrNotFound if unknown.

@@ -85,6 +85,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"LED3_UsageOptionalNil", testUsageOptional},
 		{"LED4_Sessions", testSessions},
 		{"LED4_ListSessions", testListSessions},
+		{"LED3_FinishAdvancesSession", testFinishAdvancesSession},
 		{"RUN6_Unfinished", testUnfinished},
 		{"Concurrency", testConcurrency},
 	}

@@ -1,0 +1,133 @@
+package postgres_test
+
+import (
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/drover-run/drover"
+	"github.com/drover-run/drover/store"
+	"github.com/drover-run/drover/store/postgres"
+	"github.com/drover-run/drover/store/postgres/pgtest"
+)
+
+// LED-3: a run's messages and tool calls are visible to plain SQL, in the
+// views run_messages and run_tool_calls, the same as Store.Messages and
+// Store.ToolCalls return them, whether kept as given or by reference.
+func TestLED3_TurnRecordViews(t *testing.T) {
+	ctx := t.Context()
+	url := pgtest.NewDatabase(t)
+	s, err := postgres.Open(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.CreateRun(ctx, &store.Run{ID: "r1", Agent: "claude", Prompt: "p"}); err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Unix(1700000000, 0).UTC()
+	ev := func(seq int64, typ drover.EventType, payload string) store.Event {
+		return store.Event{RunID: "r1", Seq: seq, Type: typ, Time: t0.Add(time.Duration(seq) * time.Second),
+			JSON: json.RawMessage(`{"type":"` + string(typ) + `","agent":"claude","timestamp":1,"sessionId":"s","payload":` + payload + `,"runId":"r1","seq":1}`)}
+	}
+	if err := s.AppendEvents(ctx, []store.Event{
+		ev(1, drover.TypeText, `{"content":"Creating the file."}`),
+		ev(2, drover.TypeToolUse, `{"toolName":"Bash","toolUseId":"tu-1","input":{"command":"ls"}}`),
+		ev(3, drover.TypeToolResult, `{"toolUseId":"tu-1","status":"success","output":"a.go\n"}`),
+		ev(4, drover.TypeSteer, `{"message":"and b.go"}`),
+		ev(5, drover.TypeText, `{"content":"Done ✓"}`),
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.FinishRun(ctx, store.Finish{RunID: "r1", Status: store.StatusCompleted, DoneStatus: drover.StatusSuccess,
+		Messages: []store.Message{
+			{Index: 0, Role: "user", Content: "list the files"},
+			{Index: 1, Seq: 1}, {Index: 2, Seq: 3}, {Index: 3, Seq: 4},
+			{Index: 4, Role: "assistant", Content: "given, not referenced"},
+			{Index: 5, Seq: 5},
+		},
+		ToolCalls: []store.ToolCall{
+			{Seq: 2, ResultSeq: 3},
+			{ID: "tu-0", Name: "Task", Input: json.RawMessage(`{"a":1}`), StartedAt: t0, Status: drover.ToolSuccess, Output: "ok"},
+			{ResultSeq: 3, ID: "tu-9", Name: "Read", StartedAt: t0.Add(time.Second)},
+			{Seq: 2, Status: drover.ToolDenied},
+		},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+
+	want, err := s.Messages(ctx, "r1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows, _ := conn.Query(ctx, `SELECT idx, role, content, tool_use_id, seq FROM run_messages WHERE run_id = 'r1' ORDER BY idx`)
+	got, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (store.Message, error) {
+		m := store.Message{RunID: "r1"}
+		var seq *int64
+		err := r.Scan(&m.Index, &m.Role, &m.Content, &m.ToolUseID, &seq)
+		if seq != nil {
+			m.Seq = *seq
+		}
+		return m, err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(want) != 6 {
+		t.Fatalf("Store.Messages returned %d messages, want 6", len(want))
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("run_messages (-Store.Messages +view):\n%s", diff)
+	}
+
+	wantCalls, err := s.ToolCalls(ctx, "r1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows, _ = conn.Query(ctx, `SELECT id, name, input, status, output, started_at, ended_at, seq, result_seq
+		FROM run_tool_calls WHERE run_id = 'r1' ORDER BY ord`)
+	gotCalls, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (store.ToolCall, error) {
+		c := store.ToolCall{RunID: "r1"}
+		var input *string
+		var status string
+		var started, ended *time.Time
+		var seq, resultSeq *int64
+		if err := r.Scan(&c.ID, &c.Name, &input, &status, &c.Output, &started, &ended, &seq, &resultSeq); err != nil {
+			return c, err
+		}
+		if input != nil {
+			c.Input = json.RawMessage(*input)
+		}
+		c.Status = drover.ToolStatus(status)
+		if started != nil {
+			c.StartedAt = started.UTC()
+		}
+		if ended != nil {
+			c.EndedAt = ended.UTC()
+		}
+		if seq != nil {
+			c.Seq = *seq
+		}
+		if resultSeq != nil {
+			c.ResultSeq = *resultSeq
+		}
+		return c, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(wantCalls) != 4 {
+		t.Fatalf("Store.ToolCalls returned %d calls, want 4", len(wantCalls))
+	}
+	if diff := cmp.Diff(wantCalls, gotCalls); diff != "" {
+		t.Errorf("run_tool_calls (-Store.ToolCalls +view):\n%s", diff)
+	}
+}
