@@ -36,13 +36,16 @@ func TestADP3_EnvFromOptions(t *testing.T) {
 
 // TestADP7_ConfigDirSeeded: a config home gets the XDG dirs, the npm stub
 // that keeps OpenCode from installing @opencode-ai/plugin at startup, and a
-// copy of the user's auth.json when no endpoint key is given.
+// copy of the user's auth.json and config files (SEC-4) when no endpoint
+// key is given.
 func TestADP7_ConfigDirSeeded(t *testing.T) {
 	user := t.TempDir()
 	t.Setenv("XDG_DATA_HOME", user)
+	t.Setenv("XDG_CONFIG_HOME", user)
 
 	auth := adaptertest.Seed{User: filepath.Join("opencode", "auth.json"), Home: filepath.Join("data", "opencode", "auth.json")}
-	dir := adaptertest.Seeding(t, user, []adaptertest.Seed{auth}, func(dir string, login bool) error {
+	config := adaptertest.Seed{User: filepath.Join("opencode", "opencode.json"), Home: filepath.Join("config", "opencode", "opencode.json")}
+	dir := adaptertest.Seeding(t, user, []adaptertest.Seed{auth, config}, func(dir string, login bool) error {
 		o := drover.Options{ConfigDir: dir}
 		if !login {
 			o.Endpoint = &drover.Endpoint{BaseURL: "x", APIKey: "k"}

@@ -556,11 +556,26 @@ func stubDeps(dir string) error {
 	return os.WriteFile(filepath.Join(dir, "package-lock.json"), []byte(`{"packages":{"":{"dependencies":`+dep+"}}}\n"), 0o600)
 }
 
-// seedAuth copies the user's OpenCode credentials (auth.json) into a new
-// config home when the run has no Endpoint with its own key (ADP-7).
+// seedAuth copies the user's OpenCode credentials (auth.json) and global
+// config files (opencode.json, opencode.jsonc, config.json: their
+// providers, MCP servers, agents; SEC-4) into a config home where it has
+// none, when the run has no Endpoint with its own key (ADP-7).
 func seedAuth(opts drover.Options) error {
 	if opts.Endpoint != nil && opts.Endpoint.APIKey != "" {
 		return nil
+	}
+	if src := userConfigDir(); src != "" {
+		dst := filepath.Join(opts.ConfigDir, "config", "opencode")
+		if filepath.Clean(src) != filepath.Clean(dst) {
+			if err := os.MkdirAll(dst, 0o700); err != nil {
+				return err
+			}
+			for _, f := range []string{"opencode.json", "opencode.jsonc", "config.json"} {
+				if err := runner.CopyIfAbsent(filepath.Join(src, f), filepath.Join(dst, f)); err != nil {
+					return err
+				}
+			}
+		}
 	}
 	dst := filepath.Join(opts.ConfigDir, "data", "opencode", "auth.json")
 	if _, err := os.Stat(dst); err == nil {
@@ -578,6 +593,20 @@ func seedAuth(opts drover.Options) error {
 		return err
 	}
 	return os.WriteFile(dst, data, 0o600)
+}
+
+// userConfigDir is the user's OpenCode config directory
+// ($XDG_CONFIG_HOME/opencode or ~/.config/opencode), "" when unknown.
+func userConfigDir() string {
+	cfg := os.Getenv("XDG_CONFIG_HOME")
+	if cfg == "" {
+		h, err := os.UserHomeDir()
+		if err != nil {
+			return ""
+		}
+		cfg = filepath.Join(h, ".config")
+	}
+	return filepath.Join(cfg, "opencode")
 }
 
 // userAuthFile is where the user's OpenCode keeps its credentials.
