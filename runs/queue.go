@@ -20,10 +20,17 @@ import (
 // Queue hands runs to workers.
 type Queue interface {
 	// Submit records r (pending, Owner "") and enqueues it for a worker
-	// that has r.Agent and every one of labels, atomically: both happen or
-	// neither. The record's errors are the store's (store.ErrConflict for
-	// a duplicate id).
-	Submit(ctx context.Context, r *store.Run, labels []string) error
+	// that has r.Agent and every one of q.Labels, atomically: both happen
+	// or neither. The record's errors are the store's (store.ErrConflict
+	// for a duplicate id).
+	Submit(ctx context.Context, r *store.Run, q Queued) error
+}
+
+// Queued is what a queued run asks of the workers (StartRequest.Labels,
+// StartRequest.Retries).
+type Queued struct {
+	Labels  []string `json:"labels,omitempty"`
+	Retries int      `json:"retries,omitempty"`
 }
 
 // submit is Start's end for a supervisor with a queue: the run is
@@ -37,7 +44,7 @@ func (s *Supervisor) submit(ctx context.Context, req StartRequest, sid string, o
 	}
 	r := &store.Run{ID: NewRunID(), Agent: req.Agent, Prompt: req.Prompt, Status: store.StatusPending, ParentID: req.ParentID,
 		SessionID: sid, Options: optsJSON, Timeout: req.Options.Timeout, CreatedAt: time.Now()}
-	if err := s.cfg.Queue.Submit(ctx, r, req.Labels); err != nil {
+	if err := s.cfg.Queue.Submit(ctx, r, Queued{Labels: req.Labels, Retries: req.Retries}); err != nil {
 		return Started{}, fmt.Errorf("queue run: %w", err)
 	}
 	s.mu.Lock()

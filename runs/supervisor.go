@@ -95,6 +95,11 @@ type StartRequest struct {
 	// Labels restrict a queued run (Config.Queue) to workers that have
 	// every one of them; a supervisor without a queue refuses them.
 	Labels []string
+	// Retries is how many times a queued run whose worker is lost is run
+	// again, as a new run on another worker (for idempotent tasks; 0, the
+	// default, never: a coding agent's side effects make blind re-runs
+	// wrong). A supervisor without a queue refuses it.
+	Retries int
 }
 
 // Started names a run Start recorded and the session it belongs to.
@@ -295,8 +300,11 @@ func (s *Supervisor) Start(ctx context.Context, req StartRequest) (Started, erro
 	if err != nil {
 		return Started{}, err
 	}
-	if len(req.Labels) > 0 && s.cfg.Queue == nil {
-		return Started{}, &drover.Error{Code: drover.CodeValidation, Message: "labels choose workers: only a queued run has them"}
+	if (len(req.Labels) > 0 || req.Retries != 0) && s.cfg.Queue == nil {
+		return Started{}, &drover.Error{Code: drover.CodeValidation, Message: "labels and retries are for queued runs (drover workers)"}
+	}
+	if req.Retries < 0 {
+		return Started{}, &drover.Error{Code: drover.CodeValidation, Message: "retries must not be negative"}
 	}
 	if req, err = s.bound(ctx, req); err != nil {
 		return Started{}, err

@@ -28,6 +28,7 @@ import (
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/riverqueue/river/rivermigrate"
 
+	"github.com/drover-run/drover/runs"
 	"github.com/drover-run/drover/store"
 	"github.com/drover-run/drover/store/postgres"
 )
@@ -46,6 +47,9 @@ type runArgs struct {
 	RunID  string   `json:"runId"`
 	Agent  string   `json:"agent"`
 	Labels []string `json:"labels,omitempty"`
+	// Retries is how many more times the run is run anew if its worker
+	// is lost (see Reap).
+	Retries int `json:"retries,omitempty"`
 }
 
 // Kind is River's job kind.
@@ -135,8 +139,11 @@ func NewQueue(ctx context.Context, st *postgres.Store) (*Queue, error) {
 // Submit records r and enqueues its job in one transaction (runs.Queue).
 // Labels are checked (CheckLabels; at most MaxLabels); the job goes to the
 // queue of r.Agent and those labels, which only workers having them serve.
-func (q *Queue) Submit(ctx context.Context, r *store.Run, labels []string) error {
-	labels, err := CheckLabels(labels)
+func (q *Queue) Submit(ctx context.Context, r *store.Run, qr runs.Queued) error {
+	if qr.Retries < 0 {
+		return fmt.Errorf("retries %d: must not be negative", qr.Retries)
+	}
+	labels, err := CheckLabels(qr.Labels)
 	if err != nil {
 		return err
 	}
@@ -148,7 +155,7 @@ func (q *Queue) Submit(ctx context.Context, r *store.Run, labels []string) error
 		return err
 	}
 	return q.st.CreateRunTx(ctx, r, func(tx pgx.Tx) error {
-		_, err := q.client.InsertTx(ctx, tx, runArgs{RunID: r.ID, Agent: r.Agent, Labels: labels},
+		_, err := q.client.InsertTx(ctx, tx, runArgs{RunID: r.ID, Agent: r.Agent, Labels: labels, Retries: qr.Retries},
 			&river.InsertOpts{Queue: name, MaxAttempts: 1})
 		return err
 	})

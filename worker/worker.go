@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
@@ -127,7 +128,8 @@ func Run(ctx context.Context, st *postgres.Store, sup *runs.Supervisor, cfg Conf
 	var bg sync.WaitGroup
 	loops, stopLoops := context.WithCancel(context.WithoutCancel(ctx))
 	bg.Go(func() { w.heartbeat(loops) })
-	bg.Go(func() { w.reap(loops) })
+	q := &Queue{st: st, client: client}
+	bg.Go(func() { w.reap(loops, q) })
 	log.Info("worker started", "id", cfg.ID, "agents", cfg.Agents, "labels", labels, "limit", cfg.Limit, "lease", cfg.Lease)
 
 	<-ctx.Done()
@@ -252,7 +254,7 @@ func (w *worker) heartbeat(ctx context.Context) {
 // reap declares lost the workers whose heartbeat is older than their
 // lease, and fails their unfinished runs "worker lost", every second.
 // Every live worker reaps; MarkLostWorkers hands each lost worker to one.
-func (w *worker) reap(ctx context.Context) {
+func (w *worker) reap(ctx context.Context, q *Queue) {
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
 	for {
@@ -261,7 +263,7 @@ func (w *worker) reap(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		if err := Reap(ctx, w.st, w.log); err != nil && ctx.Err() == nil {
+		if err := q.Reap(ctx, w.log); err != nil && ctx.Err() == nil {
 			w.log.Warn("reap lost workers", "err", err)
 		}
 	}
@@ -269,9 +271,13 @@ func (w *worker) reap(ctx context.Context) {
 
 // Reap declares lost every worker whose heartbeat is older than its lease
 // and fails its unfinished runs "worker lost" (their process groups are
-// on the lost worker's host: it kills them if it comes back). It returns
-// the first error; what it did is logged.
-func Reap(ctx context.Context, st *postgres.Store, log *slog.Logger) error {
+// on the lost worker's host: it kills them if it comes back). A run that
+// asked for retries (StartRequest.Retries) is queued again as a new run
+// (same agent, prompt, options, session, parent and labels; one retry
+// fewer), and its error names it: "worker lost (retried as run_…)". It
+// returns the first error; what it did is logged.
+func (q *Queue) Reap(ctx context.Context, log *slog.Logger) error {
+	st := q.st
 	lost, err := st.MarkLostWorkers(ctx, 0)
 	if err != nil || len(lost) == 0 {
 		return err
@@ -304,15 +310,37 @@ func Reap(ctx context.Context, st *postgres.Store, log *slog.Logger) error {
 		if _, ok := owners[r.Owner]; !ok {
 			continue
 		}
-		err := st.FinishRun(ctx, store.Finish{RunID: r.ID, Status: store.StatusFailed, Error: ReasonWorkerLost,
+		args, err := q.jobOf(ctx, r.ID)
+		if err != nil {
+			return err
+		}
+		reason, retry := ReasonWorkerLost, ""
+		if args.Retries > 0 {
+			// The retry is queued before the run is failed, so that whoever
+			// sees the failure finds the run it names.
+			retry = runs.NewRunID()
+			again := &store.Run{ID: retry, Agent: r.Agent, Prompt: r.Prompt, ParentID: r.ParentID, SessionID: r.SessionID,
+				Options: r.Options, Timeout: r.Timeout}
+			if err := q.Submit(ctx, again, runs.Queued{Labels: args.Labels, Retries: args.Retries - 1}); err != nil {
+				log.Error("could not queue the retry of a run whose worker was lost", "run", r.ID, "err", err)
+				retry = ""
+			} else {
+				reason += " (retried as " + retry + ")"
+			}
+		}
+		err = st.FinishRun(ctx, store.Finish{RunID: r.ID, Status: store.StatusFailed, Error: reason,
 			DoneStatus: drover.StatusError, EndedAt: time.Now()})
 		switch {
 		case errors.Is(err, store.ErrConflict):
+			// It ended meanwhile: its worker was not lost after all.
+			if retry != "" {
+				_, _ = st.CancelQueued(ctx, retry)
+			}
+			continue
 		case err != nil:
 			return err
-		default:
-			log.Warn("run failed: worker lost", "run", r.ID, "worker", owners[r.Owner])
 		}
+		log.Warn("run failed: worker lost", "run", r.ID, "worker", owners[r.Owner], "retry", retry)
 	}
 	return nil
 }
@@ -346,4 +374,19 @@ func subsets(labels []string) [][]string {
 		slices.Sort(s)
 	}
 	return out
+}
+
+// jobOf returns the job args of run id's queue job (zero if it has none:
+// a run not queued, or whose job River has since deleted).
+func (q *Queue) jobOf(ctx context.Context, id string) (runArgs, error) {
+	var args runArgs
+	err := q.st.Pool().QueryRow(ctx, `SELECT args FROM river_job WHERE kind = $1 AND args->>'runId' = $2 ORDER BY id DESC LIMIT 1`,
+		jobKind, id).Scan(&args)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return runArgs{}, nil
+	}
+	if err != nil {
+		return args, fmt.Errorf("queue job of run %s: %w", id, err)
+	}
+	return args, nil
 }

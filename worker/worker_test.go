@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -220,14 +221,43 @@ func TestDIST2_LostWorkersRunsFailWorkerLost(t *testing.T) {
 	if _, err := st.ClaimRun(ctx, s.RunID, worker.Owner("doomed")); err != nil {
 		t.Fatal(err)
 	}
+	// A run that asked for a retry is run again, as a new run, elsewhere.
+	idem, err := sup.Start(ctx, runs.StartRequest{Agent: "echo", Prompt: "idempotent", Labels: []string{"gpu"}, Retries: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.ClaimRun(ctx, idem.RunID, worker.Owner("doomed")); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := st.ClaimRun(ctx, s.RunID, worker.Owner("other")); !errors.Is(err, postgres.ErrNotClaimable) {
 		t.Fatalf("second claim: %v, want ErrNotClaimable", err)
 	}
 	begin := time.Now()
-	startWorker(t, url, worker.Config{ID: "survivor", Agents: []string{"sleeper"}, Lease: time.Second})
+	startWorker(t, url, worker.Config{ID: "survivor", Agents: []string{"sleeper", "echo"}, Labels: []string{"gpu"}, Lease: time.Second})
 	r := await(t, sup, s.RunID)[0]
 	if r.Status != store.StatusFailed || r.Error != worker.ReasonWorkerLost {
 		t.Fatalf("orphaned run: %s %q", r.Status, r.Error)
+	}
+	ir := await(t, sup, idem.RunID)[0]
+	retry, ok := strings.CutPrefix(ir.Error, worker.ReasonWorkerLost+" (retried as ")
+	if ir.Status != store.StatusFailed || !ok {
+		t.Fatalf("run with retries: %s %q", ir.Status, ir.Error)
+	}
+	retry = strings.TrimSuffix(retry, ")")
+	rr := await(t, sup, retry)[0]
+	if rr.Status != store.StatusCompleted || rr.Owner != worker.Owner("survivor") || rr.Prompt != "idempotent" || rr.SessionID != ir.SessionID {
+		t.Fatalf("the retry: %+v", rr)
+	}
+	// No run asked for a retry is run again: one run with that prompt.
+	all, _ := st.ListRuns(ctx, store.RunFilter{})
+	n := 0
+	for _, x := range all {
+		if x.Prompt == "orphan" {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Errorf("%d runs of the orphan, want 1 (no retry asked)", n)
 	}
 	if took := time.Since(begin); took > time.Second+10*time.Second {
 		t.Errorf("failed after %s: more than lease + 10 s", took)

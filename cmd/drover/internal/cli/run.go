@@ -57,6 +57,7 @@ type runFlags struct {
 	prices          string   // a JSON price file (docs/limits.md)
 	queue           bool     // queue for drover workers (docs/scale-out.md)
 	labels          []string // the workers' labels a queued run needs
+	retries         int      // re-runs of a queued run whose worker is lost
 }
 
 func newRunCmd(e *env) *cobra.Command {
@@ -117,6 +118,7 @@ usage error, 130 after SIGINT once every run has ended interrupted.`,
 	addDBFlag(cmd, &f.db)
 	fl.BoolVar(&f.queue, "queue", false, "queue the run for drover workers instead of running it here (a PostgreSQL ledger; docs/scale-out.md)")
 	fl.StringSliceVar(&f.labels, "labels", nil, "with --queue: only workers carrying all these labels may run it")
+	fl.IntVar(&f.retries, "retries", 0, "with --queue: run it again, as a new run on another worker, up to this many times if its worker is lost (idempotent tasks only)")
 	fl.BoolVar(&f.fakemodel, "fakemodel", false, "run offline against drover's built-in scripted model server")
 	fl.StringVar(&f.fakeScript, "fakemodel-script", "", "script file for --fakemodel (default: the built-in demo script)")
 	fl.StringVar(&f.fakeLog, "fakemodel-log", "", "append every request fakemodel receives to this file, one JSON line each")
@@ -166,7 +168,7 @@ func runRun(ctx context.Context, e *env, f *runFlags, args []string) error {
 		var ids []string
 		for _, spec := range specs {
 			started, err := sup.Start(bg, runs.StartRequest{Agent: spec.Agent, Prompt: spec.Prompt, Options: spec.Options,
-				ForkFrom: f.fork, Labels: f.labels})
+				ForkFrom: f.fork, Labels: f.labels, Retries: f.retries})
 			if err != nil {
 				for _, started := range ids {
 					_ = sup.Cancel(bg, started)

@@ -164,7 +164,7 @@ func workerID() (string, error) {
 // queue (--queue): the ledger is opened only there.
 type queueWanted struct{}
 
-func (queueWanted) Submit(context.Context, *store.Run, []string) error {
+func (queueWanted) Submit(context.Context, *store.Run, runs.Queued) error {
 	return errors.New("the run queue was not opened")
 }
 
