@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"database/sql"
 	"encoding/json"
 	"os"
 	"os/exec"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/drover-run/drover"
 	"github.com/drover-run/drover/adapter/codex"
+	_ "modernc.org/sqlite" // reads the ledger's compactions view
 )
 
 // failoverWorld is drover's CLI with two credential profiles for claude
@@ -352,6 +354,21 @@ func TestFAIL1_ClaudeContextOverflowCompacts(t *testing.T) {
 			}
 			if want := "remember overflow summarize after-compact"; strings.Join(rules, " ") != want {
 				t.Errorf("requests %v, want %s", rules, want)
+			}
+			// The ledger's compactions record: one row for the session.
+			db, err := sql.Open("sqlite", "file:"+w.db+"?mode=ro")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer db.Close()
+			var (
+				n, before, after int64
+				trigger, run     string
+			)
+			err = db.QueryRow(`SELECT COUNT(*), MAX(trigger), MAX(tokens_before), MAX(tokens_after), MAX(run_id) FROM compactions WHERE session_id = ?`,
+				first[0].SessionID).Scan(&n, &trigger, &before, &after, &run)
+			if err != nil || n != 1 || trigger != tc.trigger || before <= 0 || after <= 0 || run != printed[0].RunID {
+				t.Errorf("compactions of session %s: %d rows, %s %d→%d in %s (%v)", first[0].SessionID, n, trigger, before, after, run, err)
 			}
 		})
 	}
