@@ -253,10 +253,16 @@ function renderRuns() {
 // row and its cells are made once and then updated in place: a click is a
 // press and a release on the same element, so a cell replaced between the
 // two (a status change arriving as a person clicks) would lose the click.
+// workerOf names the drover worker that runs r (docs/scale-out.md): its
+// owner is "worker:ID"; '' for a run of a drover serve or run.
+function workerOf(r) {
+  return (r.owner || '').startsWith('worker:') ? r.owner.slice('worker:'.length) : '';
+}
+
 function runRow(r, depth) {
   const u = r.usage || {};
   const label = statusLabel(r);
-  const cells = [label, r.agent, r.prompt, fmtTime(isZeroTime(r.startedAt) ? r.createdAt : r.startedAt),
+  const cells = [label, r.agent + (workerOf(r) ? ' @ ' + workerOf(r) : ''), r.prompt, fmtTime(isZeroTime(r.startedAt) ? r.createdAt : r.startedAt),
     fmtDuration(runDuration(r)),
     u.inputTokens || u.outputTokens ? fmtInt(u.inputTokens) + ' / ' + fmtInt(u.outputTokens) : '',
     fmtCost(u.totalCostUsd, u.costEstimated)];
@@ -290,7 +296,8 @@ function runRow(r, depth) {
   const c = row.c;
   c.status.className = 'status s-' + label;
   c.status.textContent = label;
-  c.agent.textContent = r.agent;
+  c.agent.textContent = cells[1];
+  c.agent.title = workerOf(r) ? 'run by worker ' + workerOf(r) : '';
   const promptKey = JSON.stringify([r.prompt, depth]);
   if (row.promptKey !== promptKey) {
     row.promptKey = promptKey;
@@ -416,6 +423,7 @@ function renderDetailHead() {
     ['events', fmtInt(r.lastSeq)],
     ['session', r.sessionId || ''],
     ['resume token', r.resumeToken || ''],
+    ['worker', workerOf(r)],
     ['process', r.pid ? 'pid ' + r.pid + (r.owner ? ' on ' + r.owner : '') : ''],
   ];
   $('detail-facts').replaceChildren(...facts.filter(([, v]) => v !== '').map(([k, v]) =>
