@@ -55,19 +55,25 @@ func (s *Supervisor) Await(ctx context.Context, ids ...string) ([]*store.Run, er
 // for new ones until the run has ended and every event was yielded. It
 // follows runs of other processes too: woken by a ledger that notifies
 // (PostgreSQL, runs/notify.go), else polling. A reader never slows the
-// run: it reads what was already persisted.
+// run: it reads what was already persisted (for a run this process owns,
+// the latest of it from memory: see tail).
 func (s *Supervisor) Follow(ctx context.Context, id string, afterSeq int64) iter.Seq2[store.Event, error] {
 	return func(yield func(store.Event, error) bool) {
 		for {
 			var wake <-chan struct{}
+			var evs []store.Event
+			fromTail := false
 			remote := s.EventsRecorded() // for a run owned elsewhere: runs/notify.go
 			if a := s.lookup(id); a != nil {
 				wake = a.changed() // taken before reading, so no wake-up is missed
+				evs, fromTail = a.tail.after(afterSeq, 1000)
 			}
-			evs, err := s.st.Events(ctx, id, afterSeq, 1000)
-			if err != nil {
-				yield(store.Event{}, err)
-				return
+			if !fromTail {
+				var err error
+				if evs, err = s.st.Events(ctx, id, afterSeq, 1000); err != nil {
+					yield(store.Event{}, err)
+					return
+				}
 			}
 			for _, ev := range evs {
 				if !yield(ev, nil) {
@@ -76,6 +82,18 @@ func (s *Supervisor) Follow(ctx context.Context, id string, afterSeq int64) iter
 				afterSeq = ev.Seq
 			}
 			if len(evs) == 1000 {
+				continue
+			}
+			if fromTail {
+				// The run is active, so not over: it leaves s.active, and
+				// wakes its followers, only after its last event is durable
+				// and its end recorded.
+				select {
+				case <-wake:
+				case <-ctx.Done():
+					yield(store.Event{}, ctx.Err())
+					return
+				}
 				continue
 			}
 			r, err := s.st.GetRun(ctx, id)

@@ -23,6 +23,7 @@ type recorder struct {
 	commits chan (<-chan error)   // pending commits, to the committer, in seq order
 	turn    turn                  // the encoder's until it ends
 	enc     slabEncoder           // the encoder's
+	queued  eventQueue            // the events of pending commits, in the same order
 	failed  atomic.Pointer[error] // first ledger failure, set by the committer
 	durable int64                 // last seq committed before any failure; the committer's until it ends
 	ledger  error                 // read by finish after the committer ended
@@ -70,15 +71,44 @@ func (r *recorder) queue(ev drover.Event) {
 	if err != nil {
 		res := make(chan error, 1)
 		res <- err
+		r.queued.push(store.Event{})
 		r.commits <- res
 		return
 	}
-	r.commits <- r.s.appendAsync(store.Event{RunID: ev.RunID, Seq: ev.Seq, Type: ev.Type, JSON: data, Time: time.UnixMilli(ev.Timestamp)})
+	sev := store.Event{RunID: ev.RunID, Seq: ev.Seq, Type: ev.Type, JSON: data, Time: time.UnixMilli(ev.Timestamp)}
+	r.queued.push(sev)
+	r.commits <- r.s.appendAsync(sev)
+}
+
+// eventQueue is a FIFO of events shared by the encoder (push) and the
+// committer (pop).
+type eventQueue struct {
+	mu  sync.Mutex
+	evs []store.Event
+}
+
+func (q *eventQueue) push(ev store.Event) {
+	q.mu.Lock()
+	q.evs = append(q.evs, ev)
+	q.mu.Unlock()
+}
+
+func (q *eventQueue) pop() store.Event {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	ev := q.evs[0]
+	q.evs[0] = store.Event{}
+	q.evs = q.evs[1:]
+	if len(q.evs) == 0 {
+		q.evs = q.evs[:0:0]
+	}
+	return ev
 }
 
 // commit waits for each event's commit in order and wakes readers after it.
 func (r *recorder) commit() {
 	for res := range r.commits {
+		ev := r.queued.pop() // pushed before res was sent
 		if err := <-res; err != nil {
 			if r.failed.CompareAndSwap(nil, &err) {
 				// A run the ledger cannot record is stopped: drover must
@@ -89,6 +119,7 @@ func (r *recorder) commit() {
 		}
 		if r.failed.Load() == nil {
 			r.durable++ // events commit in seq order, from 1
+			r.a.tail.add(ev)
 		}
 		r.a.wake()
 		r.s.recorded.fire()

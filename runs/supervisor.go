@@ -169,6 +169,7 @@ type active struct {
 	costBefore *float64
 
 	notify signal // fired whenever an event of the run is persisted
+	tail   tail   // its latest durable events, for followers (followtail.go)
 }
 
 func (a *active) changed() <-chan struct{} { return a.notify.wait() }
