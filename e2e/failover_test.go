@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"database/sql"
 	"encoding/json"
 	"os"
@@ -8,9 +9,13 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/drover-run/drover"
 	"github.com/drover-run/drover/adapter/codex"
+	"github.com/drover-run/drover/fakemodel"
+	"github.com/drover-run/drover/protocol"
+	"github.com/drover-run/drover/store"
 	_ "modernc.org/sqlite" // reads the ledger's compactions view
 )
 
@@ -412,5 +417,107 @@ func TestFAIL1_ClaudeModelFallback(t *testing.T) {
 	}
 	if want := "claude-busy-1:busy claude-busy-1:busy claude-free-2:hello"; strings.Join(models, " ") != want {
 		t.Errorf("requests %v, want %s", models, want)
+	}
+}
+
+// TestSEC3_FailoverProfilesThroughProtocol: a client of drover serve
+// --stdio passes a failover chain with two profiles' keys; the real claude
+// is rate limited on the first and answers on the second. Neither key is in
+// any response (run, await, get, events), in the ledger's files or on
+// drover's stderr; get shows the profiles with their values redacted.
+func TestSEC3_FailoverProfilesThroughProtocol(t *testing.T) {
+	bin := claudeBin(t)
+	droverBin := buildDrover(t)
+	const keyA, keyB = "sk-test-protocol-a-0003", "sk-test-protocol-b-0004"
+	script, err := fakemodel.ParseScript([]byte(`{"rules":[
+		{"apiKey":"` + keyA + `","match":"","steps":[{"error":{"status":429,"message":"slow down"}}]},
+		{"match":"","steps":[{"text":"hello from key b"}]}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fm := fakemodel.New(script)
+	url, err := fm.Start("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { fm.Close() })
+	home := t.TempDir()
+	db := filepath.Join(home, "state", "drover.db")
+	cmd := exec.Command(droverBin, "serve", "--stdio", "--db", db)
+	cmd.Env = append(os.Environ(), "HOME="+home, "XDG_STATE_HOME="+filepath.Join(home, "state"))
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	c := protocol.NewClient(stdout, stdin)
+	t.Cleanup(func() {
+		c.Close()
+		cmd.Process.Kill()
+		cmd.Wait()
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+
+	zero := 0
+	var seen []any // every response, to search for the keys
+	res, err := c.Run(ctx, protocol.RunParams{Agent: "claude", Prompt: "say hello", Options: &drover.Options{
+		Binary: bin, Cwd: t.TempDir(), Tier: drover.TierDryRun, Timeout: time.Minute,
+		Endpoint: &drover.Endpoint{BaseURL: url}, APIRetries: &zero, ConfigDir: filepath.Join(home, "claude"),
+		Env: map[string]string{"HOME": home},
+		Failover: &drover.Failover{Profiles: []drover.Profile{
+			{Name: "a", Agent: "claude", Env: map[string]string{"ANTHROPIC_API_KEY": keyA}},
+			{Name: "b", Agent: "claude", Env: map[string]string{"ANTHROPIC_API_KEY": keyB}}}},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen = append(seen, res)
+	runs, err := c.Await(ctx, res.RunID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen = append(seen, runs)
+	if runs[0].Status != store.StatusCompleted {
+		t.Fatalf("run %+v\n%s", runs[0], stderr.String())
+	}
+	got, err := c.Get(ctx, protocol.GetParams{RunID: res.RunID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	evs, err := c.Events(ctx, protocol.EventsParams{RunID: res.RunID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen = append(seen, got, evs)
+	all, err := json.Marshal(seen)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{keyA, keyB} {
+		if strings.Contains(string(all), k) || strings.Contains(stderr.String(), k) {
+			t.Errorf("a profile's key reached a response or drover's stderr")
+		}
+	}
+	if !strings.Contains(string(all), `"ANTHROPIC_API_KEY":"`+drover.Redacted+`"`) {
+		t.Errorf("get does not show the profiles redacted: %.2000s", all)
+	}
+	if !strings.Contains(string(all), "trying profile b") || !strings.Contains(string(all), "hello from key b") {
+		t.Errorf("the run did not fail over: %.3000s", all)
+	}
+	files, _ := filepath.Glob(db + "*")
+	for _, f := range files {
+		data, _ := os.ReadFile(f)
+		if strings.Contains(string(data), keyA) || strings.Contains(string(data), keyB) {
+			t.Errorf("ledger file %s holds a profile's key", f)
+		}
 	}
 }
