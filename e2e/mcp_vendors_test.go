@@ -290,3 +290,36 @@ func TestMCP2_SupervisedHeadlessRefuses(t *testing.T) {
 		})
 	}
 }
+
+// TestMCP2_CodexServerSecretsOutOfCommands: Codex gets a server's header
+// and environment values through its own environment (never the command
+// line), and the commands it runs for the model see those variables
+// blank: the model's shell cannot read them (without drover's blanking it
+// could: Codex 0.169.0's default policy passes its whole environment on).
+func TestMCP2_CodexServerSecretsOutOfCommands(t *testing.T) {
+	t.Parallel()
+	bin := vendorBin(t, "codex", "DROVER_CODEX_BIN")
+	w := newWorld(t, `{"rules":[{"match":"show env","steps":[{"tools":[{"shell":"env"}]},{"text":"shown"}]}]}`)
+	o := w.opts()
+	o.Binary, o.Tier, o.ConfigDir = bin, drover.TierAutonomous, filepath.Join(w.home, "config")
+	o.MCPServers = map[string]drover.MCPServer{
+		"remote": {URL: mcptest.Serve(t, "").URL, Headers: map[string]string{"Authorization": "Bearer header-value-1f2e"}},
+		"local":  {Command: mcptest.Build(t), Env: map[string]string{"PROBE_SECRET": "env-value-9d8c"}},
+	}
+	evs := runAgent(t, "codex", o, "show env")
+	if d := doneOf(t, evs); d.Status != drover.StatusSuccess {
+		t.Fatalf("done %+v", d)
+	}
+	var out string
+	for _, r := range payloads[drover.ToolResultPayload](evs) {
+		out += r.Output
+	}
+	if !strings.Contains(out, "PATH=") {
+		t.Fatalf("the env command's output is not in the stream: %q", out)
+	}
+	for _, secret := range []string{"header-value-1f2e", "env-value-9d8c"} {
+		if strings.Contains(out, secret) {
+			t.Errorf("a command Codex ran sees %s", secret)
+		}
+	}
+}

@@ -3,6 +3,7 @@ package codex
 import (
 	"fmt"
 	"maps"
+	"os"
 	"regexp"
 	"slices"
 	"strconv"
@@ -21,9 +22,13 @@ var mcpTransports = []string{"stdio", "http"}
 var mcpNameRe = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
 
 // MCPHeaderEnv is the prefix of the variables drover puts an HTTP MCP
-// server's header values in (DROVER_MCP_HEADER_1, …), which the server's
+// server's header values in (DROVER_MCP_TOKEN_1, …), which the server's
 // env_http_headers name.
-const MCPHeaderEnv = "DROVER_MCP_HEADER_"
+const MCPHeaderEnv = "DROVER_MCP_TOKEN_"
+
+// envNameRe is what a variable drover blanks in Codex's commands may be
+// called: a bare key of the -c path shell_environment_policy.set.NAME.
+var envNameRe = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
 // MCPOverrides returns the -c overrides that give Codex opts.MCPServers
 // (MCP-2), one `mcp_servers.NAME={…}` each, in name order, and the
@@ -31,12 +36,22 @@ const MCPHeaderEnv = "DROVER_MCP_HEADER_"
 // line, which every user of the machine can read: a stdio server's Env
 // goes into Codex's environment and is forwarded by name (env_vars; Codex
 // passes a stdio server only a few variables of its own otherwise), and a
-// header's value into a DROVER_MCP_HEADER_n variable that env_http_headers
+// header's value into a DROVER_MCP_TOKEN_n variable that env_http_headers
 // names. In sandbox and dry-run the servers' tools are approved: those
 // tiers ask nothing, and their MCP tools are the run's to use (PERM-1);
 // supervised leaves Codex asking (app-server) or refusing (exec) as for
-// any tool that needs approval. Two servers that need one variable with different values are
-// refused, as is a name Codex's -c cannot carry.
+// any tool that needs approval.
+//
+// Codex's commands inherit its environment (measured: Codex 0.169.0's
+// default shell_environment_policy excludes nothing), so each variable
+// drover adds for a server is blanked in them with
+// `shell_environment_policy.set.NAME=""` (one key of the user's set
+// table, the rest of their policy untouched): the model's shell cannot
+// read a header or a server's secret. A variable the run's environment
+// already holds with the same value is left alone (nothing new to hide).
+//
+// Two servers that need one variable with different values are refused,
+// as is a server or variable name Codex's -c cannot carry.
 func MCPOverrides(opts drover.Options) (args []string, env map[string]string, err error) {
 	if len(opts.MCPServers) == 0 {
 		return nil, nil, nil
@@ -61,6 +76,9 @@ func MCPOverrides(opts drover.Options) (args []string, env map[string]string, er
 			if len(m.Env) > 0 {
 				keys := slices.Sorted(maps.Keys(m.Env))
 				for _, k := range keys {
+					if !envNameRe.MatchString(k) {
+						return refuse(fmt.Sprintf("mcp server %q: codex cannot forward the variable %q (letters, digits and '_' only)", name, k))
+					}
 					if v, ok := env[k]; ok && v != m.Env[k] {
 						return refuse(fmt.Sprintf("mcp server %q: codex gives its stdio servers variables from its own environment, and %s is set differently for another server", name, k))
 					}
@@ -91,6 +109,15 @@ func MCPOverrides(opts drover.Options) (args []string, env map[string]string, er
 			fields = append(fields, `default_tools_approval_mode="approve"`)
 		}
 		args = append(args, "-c", "mcp_servers."+name+"={"+strings.Join(fields, ",")+"}")
+	}
+	for _, k := range slices.Sorted(maps.Keys(env)) {
+		inherited, ok := opts.Env[k]
+		if !ok {
+			inherited, ok = os.LookupEnv(k)
+		}
+		if !ok || inherited != env[k] {
+			args = append(args, "-c", "shell_environment_policy.set."+k+`=""`)
+		}
 	}
 	return args, env, nil
 }

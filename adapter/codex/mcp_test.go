@@ -14,6 +14,7 @@ import (
 // variables that carry env and header values off the command line, and
 // the tiers whose MCP tools are approved.
 func TestMCP2_CodexOverrides(t *testing.T) {
+	t.Setenv("LOG", "/l") // inherited with the same value: not blanked
 	o := drover.Options{Tier: drover.TierSandbox, MCPServers: map[string]drover.MCPServer{
 		"local":  {Command: "/bin/probe", Args: []string{"-v", `a "b"`}, Env: map[string]string{"TOKEN": "s3cret", "LOG": "/l"}},
 		"remote": {URL: "http://127.0.0.1:9/mcp", Headers: map[string]string{"Authorization": "Bearer t0k", "X-A": "1"}},
@@ -24,12 +25,15 @@ func TestMCP2_CodexOverrides(t *testing.T) {
 	}
 	want := []string{
 		"-c", `mcp_servers.local={command="/bin/probe",args=["-v","a \"b\""],env_vars=["LOG","TOKEN"],default_tools_approval_mode="approve"}`,
-		"-c", `mcp_servers.remote={url="http://127.0.0.1:9/mcp",env_http_headers={"Authorization"="DROVER_MCP_HEADER_1","X-A"="DROVER_MCP_HEADER_2"},default_tools_approval_mode="approve"}`,
+		"-c", `mcp_servers.remote={url="http://127.0.0.1:9/mcp",env_http_headers={"Authorization"="DROVER_MCP_TOKEN_1","X-A"="DROVER_MCP_TOKEN_2"},default_tools_approval_mode="approve"}`,
+		"-c", `shell_environment_policy.set.DROVER_MCP_TOKEN_1=""`,
+		"-c", `shell_environment_policy.set.DROVER_MCP_TOKEN_2=""`,
+		"-c", `shell_environment_policy.set.TOKEN=""`,
 	}
 	if d := cmp.Diff(want, args); d != "" {
 		t.Errorf("args (-want +got):\n%s", d)
 	}
-	wantEnv := map[string]string{"TOKEN": "s3cret", "LOG": "/l", "DROVER_MCP_HEADER_1": "Bearer t0k", "DROVER_MCP_HEADER_2": "1"}
+	wantEnv := map[string]string{"TOKEN": "s3cret", "LOG": "/l", "DROVER_MCP_TOKEN_1": "Bearer t0k", "DROVER_MCP_TOKEN_2": "1"}
 	if d := cmp.Diff(wantEnv, env); d != "" {
 		t.Errorf("env (-want +got):\n%s", d)
 	}
@@ -64,6 +68,7 @@ func TestMCP2_CodexRefuses(t *testing.T) {
 	for name, servers := range map[string]map[string]drover.MCPServer{
 		"sse":             {"s": {Type: "sse", URL: "http://127.0.0.1:9/sse"}},
 		"dotted name":     {"a.b": {Command: "x"}},
+		"env name":        {"a": {Command: "x", Env: map[string]string{"A-B": "1"}}},
 		"env conflicting": {"a": {Command: "x", Env: map[string]string{"K": "1"}}, "b": {Command: "y", Env: map[string]string{"K": "2"}}},
 	} {
 		o := drover.Options{MCPServers: servers}
