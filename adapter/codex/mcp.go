@@ -46,8 +46,9 @@ var envNameRe = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 // default shell_environment_policy excludes nothing), so each variable
 // drover adds for a server is blanked in them with
 // `shell_environment_policy.set.NAME=""` (one key of the user's set
-// table, the rest of their policy untouched): the model's shell cannot
-// read a header or a server's secret. A variable the run's environment
+// table, the rest of their policy untouched): a header or a server's
+// secret is not in the environment of the model's commands (a process of
+// the same user can still read Codex's own, under /proc). A variable the run's environment
 // already holds with the same value is left alone (nothing new to hide).
 //
 // Two servers that need one variable with different values are refused,
