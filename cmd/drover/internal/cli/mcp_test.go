@@ -192,7 +192,8 @@ func TestMCP1_CommandRefusesAParentItCannotFind(t *testing.T) {
 // TestMCP2_RunMCPConfig: drover run --mcp-config gives the agent the
 // servers of a .mcp.json-shaped file (Claude gets them as --mcp-config
 // FILE); a file drover cannot read, with an unknown field or no server,
-// and a vendor that cannot take them, are usage errors.
+// and a vendor that cannot take a server's transport (Codex: SSE), are
+// usage errors.
 func TestMCP2_RunMCPConfig(t *testing.T) {
 	t.Setenv("DROVER_DB", filepath.Join(t.TempDir(), "drover.db"))
 	dir := t.TempDir()
@@ -225,7 +226,7 @@ func TestMCP2_RunMCPConfig(t *testing.T) {
 		{write("none.json", `{"servers":{}}`), "claude", `unknown field "servers"`},
 		{write("empty.json", `{"mcpServers":{}}`), "claude", "names no server"},
 		{write("bad.json", `{"mcpServers":{"x":{"type":"ws","url":"ws://x"}}}`), "claude", `type "ws"`},
-		{good, "codex", "cannot use"},
+		{write("sse.json", `{"mcpServers":{"feed":{"type":"sse","url":"https://feed.example/sse"}}}`), "codex", "cannot use sse"},
 	} {
 		code, _, stderr := cli(t, "ok", "run", "--mcp-config", tc.file, "-a", tc.agent, "x")
 		if code != ExitUsage || !strings.Contains(stderr, tc.want) {
