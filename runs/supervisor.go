@@ -434,6 +434,11 @@ func Check(reg *drover.Registry, req StartRequest, fork *store.Run, session *sto
 	if err := ad.Capabilities().Unsupported(req.Options); err != nil {
 		return req, err
 	}
+	// So is a budget drover would have to count on a model it has no
+	// price for (limits.go), rather than a recorded run failing at once.
+	if err := drover.CheckLimits(ad.Capabilities(), req.Options); err != nil {
+		return req, err
+	}
 	if on, explicit := req.Options.Containment(); on && explicit {
 		if err := contain.Available(); err != nil {
 			return req, &drover.Error{Code: drover.CodeUnsupportedOption, Message: "contain: this system cannot contain processes", Err: err}

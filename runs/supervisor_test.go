@@ -793,3 +793,28 @@ func (f failingAppender) AppendAsync(ev store.Event) <-chan error {
 	}
 	return f.Store.AppendAsync(ev)
 }
+
+// TestLIM_StartRefusesUnpricedBudget: a budget drover must count on a
+// model it has no price for is refused by Start before anything is
+// recorded (every client: protocol, HTTP, drover mcp), and a priced one
+// is accepted.
+func TestLIM_StartRefusesUnpricedBudget(t *testing.T) {
+	echo := &agent{id: "echo", run: func(_ context.Context, req drover.Request, y func(drover.Event, error) bool) {
+		y(done("ok"), nil)
+	}}
+	f := newFixture(t, runs.Config{}, echo)
+	ctx := context.Background()
+	_, err := f.sup.Start(ctx, runs.StartRequest{Agent: "echo", Prompt: "x",
+		Options: drover.Options{Model: "no-such-model-9", MaxBudgetUSD: 1}})
+	if !errors.Is(err, drover.ErrUnsupportedOption) || !strings.Contains(err.Error(), "no-such-model-9") {
+		t.Fatalf("unpriced budget: %v", err)
+	}
+	if rs, _ := f.st.ListRuns(ctx, store.RunFilter{}); len(rs) != 0 {
+		t.Fatalf("%d runs recorded for a refused start", len(rs))
+	}
+	priced := drover.Options{Model: "no-such-model-9", MaxBudgetUSD: 1,
+		Prices: map[string]drover.Price{"no-such-model-9": {Input: 1, Output: 2}}}
+	if _, err := f.sup.Start(ctx, runs.StartRequest{Agent: "echo", Prompt: "x", Options: priced}); err != nil {
+		t.Fatalf("priced budget: %v", err)
+	}
+}
