@@ -34,3 +34,16 @@ func TestFAIL1_CooldownRegistry(t *testing.T) {
 		}
 	}
 }
+
+// TestFAIL1_SummedCostKeepsEstimate: usage summed over attempts is an
+// estimate when any attempt's cost was.
+func TestFAIL1_SummedCostKeepsEstimate(t *testing.T) {
+	c1, c2 := 0.5, 0.25
+	sum := addUsage(Usage{InputTokens: 1, TotalCostUSD: &c1}, Usage{InputTokens: 2, TotalCostUSD: &c2, CostEstimated: true})
+	if !sum.CostEstimated || sum.InputTokens != 3 || *sum.TotalCostUSD != 0.75 {
+		t.Fatalf("sum %+v", sum)
+	}
+	if addUsage(Usage{TotalCostUSD: &c1}, Usage{TotalCostUSD: &c2}).CostEstimated {
+		t.Fatal("two reported costs summed to an estimate")
+	}
+}

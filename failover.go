@@ -706,6 +706,7 @@ func addUsage(a, b Usage) Usage {
 	a.CacheWriteTokens = addOpt(a.CacheWriteTokens, b.CacheWriteTokens)
 	a.ReasoningTokens = addOpt(a.ReasoningTokens, b.ReasoningTokens)
 	a.Turns = addOpt(a.Turns, b.Turns)
+	a.CostEstimated = a.CostEstimated || b.CostEstimated // a sum with any estimate in it is an estimate
 	return a
 }
 
