@@ -58,7 +58,15 @@ func (s *Supervisor) Await(ctx context.Context, ids ...string) ([]*store.Run, er
 // run: it reads what was already persisted (for a run this process owns,
 // the latest of it from memory: see tail).
 func (s *Supervisor) Follow(ctx context.Context, id string, afterSeq int64) iter.Seq2[store.Event, error] {
-	return func(yield func(store.Event, error) bool) {
+	return flatten(s.FollowBatches(ctx, id, afterSeq))
+}
+
+// FollowBatches is Follow by batches: each yield is the events that became
+// available together (at most 1000, in seq order), so that a reader can
+// write them out at once; an error is yielded with no events, last. The
+// slices are the reader's.
+func (s *Supervisor) FollowBatches(ctx context.Context, id string, afterSeq int64) iter.Seq2[[]store.Event, error] {
+	return func(yield func([]store.Event, error) bool) {
 		for {
 			var wake <-chan struct{}
 			var evs []store.Event
@@ -71,15 +79,15 @@ func (s *Supervisor) Follow(ctx context.Context, id string, afterSeq int64) iter
 			if !fromTail {
 				var err error
 				if evs, err = s.st.Events(ctx, id, afterSeq, 1000); err != nil {
-					yield(store.Event{}, err)
+					yield(nil, err)
 					return
 				}
 			}
-			for _, ev := range evs {
-				if !yield(ev, nil) {
+			if len(evs) > 0 {
+				afterSeq = evs[len(evs)-1].Seq
+				if !yield(evs, nil) {
 					return
 				}
-				afterSeq = ev.Seq
 			}
 			if len(evs) == 1000 {
 				continue
@@ -91,14 +99,14 @@ func (s *Supervisor) Follow(ctx context.Context, id string, afterSeq int64) iter
 				select {
 				case <-wake:
 				case <-ctx.Done():
-					yield(store.Event{}, ctx.Err())
+					yield(nil, ctx.Err())
 					return
 				}
 				continue
 			}
 			r, err := s.st.GetRun(ctx, id)
 			if err != nil {
-				yield(store.Event{}, err)
+				yield(nil, err)
 				return
 			}
 			if r.Status.Terminal() && r.LastSeq <= afterSeq {
@@ -112,7 +120,7 @@ func (s *Supervisor) Follow(ctx context.Context, id string, afterSeq int64) iter
 					t.Stop()
 				case <-ctx.Done():
 					t.Stop()
-					yield(store.Event{}, ctx.Err())
+					yield(nil, ctx.Err())
 					return
 				}
 				continue
@@ -120,8 +128,25 @@ func (s *Supervisor) Follow(ctx context.Context, id string, afterSeq int64) iter
 			select {
 			case <-wake:
 			case <-ctx.Done():
-				yield(store.Event{}, ctx.Err())
+				yield(nil, ctx.Err())
 				return
+			}
+		}
+	}
+}
+
+// flatten yields the events of batches one by one.
+func flatten(batches iter.Seq2[[]store.Event, error]) iter.Seq2[store.Event, error] {
+	return func(yield func(store.Event, error) bool) {
+		for evs, err := range batches {
+			if err != nil {
+				yield(store.Event{}, err)
+				return
+			}
+			for _, ev := range evs {
+				if !yield(ev, nil) {
+					return
+				}
 			}
 		}
 	}
@@ -135,20 +160,28 @@ func (s *Supervisor) Follow(ctx context.Context, id string, afterSeq int64) iter
 // last; a cancelled ctx ends it silently). Its goroutines are owned by the
 // iteration: breaking out stops and waits for them.
 func (s *Supervisor) FollowMany(ctx context.Context, ids ...string) iter.Seq2[store.Event, error] {
-	return func(yield func(store.Event, error) bool) {
+	return flatten(s.FollowManyBatches(ctx, ids...))
+}
+
+// FollowManyBatches is FollowMany by batches: each yield is events of one
+// run that became available together (see FollowBatches). Handing batches
+// rather than events from the followers' goroutines to the reader spares
+// a goroutine switch per event.
+func (s *Supervisor) FollowManyBatches(ctx context.Context, ids ...string) iter.Seq2[[]store.Event, error] {
+	return func(yield func([]store.Event, error) bool) {
 		ctx, cancel := context.WithCancel(ctx)
 		defer cancel()
 		type item struct {
-			ev  store.Event
+			evs []store.Event
 			err error
 		}
 		ch := make(chan item)
 		var wg sync.WaitGroup
 		for _, id := range ids {
 			wg.Go(func() {
-				for ev, err := range s.Follow(ctx, id, 0) {
+				for evs, err := range s.FollowBatches(ctx, id, 0) {
 					select {
-					case ch <- item{ev, err}:
+					case ch <- item{evs, err}:
 					case <-ctx.Done():
 						return
 					}
@@ -170,7 +203,7 @@ func (s *Supervisor) FollowMany(ctx context.Context, ids ...string) iter.Seq2[st
 			if it.err != nil && ctx.Err() != nil {
 				return
 			}
-			if !yield(it.ev, it.err) {
+			if !yield(it.evs, it.err) {
 				return
 			}
 		}

@@ -63,7 +63,8 @@ func cost(u drover.Usage) string {
 
 func printStored(p printer, ev store.Event) error {
 	if jp, ok := p.(*jsonPrinter); ok {
-		_, err := jp.w.Write(append(append([]byte(nil), ev.JSON...), '\n'))
+		jp.buf = append(append(jp.buf[:0], ev.JSON...), '\n')
+		_, err := jp.w.Write(jp.buf)
 		return err
 	}
 	d, err := decodeStored(ev)
@@ -98,7 +99,10 @@ func isTerminal(stream any) bool {
 type printer interface{ print(drover.Event) error }
 
 // jsonPrinter writes exactly the UES events, one JSON object per line.
-type jsonPrinter struct{ w io.Writer }
+type jsonPrinter struct {
+	w   io.Writer
+	buf []byte // printStored's, reused: w does not keep what it is given
+}
 
 func (p *jsonPrinter) print(ev drover.Event) error {
 	data, err := json.Marshal(ev)

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -204,20 +205,37 @@ func runRun(ctx context.Context, e *env, f *runFlags, args []string) error {
 			ask = newAsker(sup, e.stdin, out, human.labels, len(specs) > 1)
 			defer ask.stop()
 		}
+		// With --json and nobody asked anything, the events of a batch
+		// (those that became durable together) go out in one write: a
+		// write per event was a syscall per event. The asker shares out,
+		// so with it each event is written as it comes.
+		flush := func() error { return nil }
+		if jp, ok := p.(*jsonPrinter); ok && ask == nil {
+			bw := bufio.NewWriterSize(out, 64<<10)
+			jp.w, flush = bw, bw.Flush
+		}
 		var printErr error
-		for ev, err := range sup.FollowMany(bg, ids...) {
+		cancelled := false
+		for evs, err := range sup.FollowManyBatches(bg, ids...) {
 			if err != nil {
 				return err
 			}
-			if ask != nil {
-				ask.seen(ev)
+			for _, ev := range evs {
+				if ask != nil {
+					ask.seen(ev)
+				}
+				if printErr == nil {
+					printErr = printStored(p, ev)
+				}
 			}
 			if printErr == nil {
-				if printErr = printStored(p, ev); printErr != nil {
-					// Keep draining so every run still ends and is recorded.
-					for _, id := range ids {
-						_ = sup.Cancel(bg, id)
-					}
+				printErr = flush()
+			}
+			if printErr != nil && !cancelled {
+				// Keep draining so every run still ends and is recorded.
+				cancelled = true
+				for _, id := range ids {
+					_ = sup.Cancel(bg, id)
 				}
 			}
 		}
