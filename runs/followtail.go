@@ -8,9 +8,10 @@ import (
 
 // tailMax is how many of its latest durable events an active run keeps
 // for its followers; it holds between tailMax and twice as many. A
-// follower keeping up is a batch or two behind; more would only hold
-// memory (and the slabs the events point into) for one that is not.
-const tailMax = 256
+// follower writing to a pipe falls a few hundred events behind a busy
+// run at times (with 256 it read a tenth of a claude run back from
+// SQLite); ~1 MB of events is what a thousand cost.
+const tailMax = 1024
 
 // tail is an active run's latest durable events, exactly as the ledger has
 // them (the same JSON bytes, which are never written again). Followers of
