@@ -2,6 +2,9 @@ package runs
 
 import (
 	"encoding/json"
+	"slices"
+	"strconv"
+	"unicode/utf8"
 
 	"github.com/drover-run/drover"
 )
@@ -19,10 +22,19 @@ type slabEncoder struct {
 	slab []byte
 	last int // where the last Write started in slab
 	enc  *json.Encoder
-	ev   drover.Event // the event being encoded: a pointer to it is no allocation
+	// scratch is appendEvent's buffer, reused: the event is then copied
+	// into the slab, whose space is known only once it is encoded.
+	scratch []byte
+	ev      drover.Event // the event being encoded: a pointer to it is no allocation
 }
 
 func (e *slabEncoder) encode(ev drover.Event) ([]byte, error) {
+	if b, ok := appendEvent(e.scratch[:0], ev); ok {
+		e.scratch = b[:0]
+		e.Write(b)
+		data := e.slab[e.last:]
+		return data[:len(data):len(data)], nil
+	}
 	if e.enc == nil {
 		e.enc = json.NewEncoder(e)
 	}
@@ -46,4 +58,130 @@ func (e *slabEncoder) Write(p []byte) (int, error) {
 	e.last = len(e.slab)
 	e.slab = append(e.slab, p...)
 	return len(p), nil
+}
+
+// appendEvent appends ev's JSON to b exactly as encoding/json writes it, by
+// hand, for the events that make up nearly all of a run: a text,
+// text_delta or thinking payload (or none) and metadata of strings only.
+// ok is false for any other event (b is then unchanged), which the caller
+// encodes with encoding/json. Reflection over Event and its payload cost
+// as much as the rest of recording (issue 12).
+func appendEvent(b []byte, ev drover.Event) (_ []byte, ok bool) {
+	var key, val string
+	switch p := ev.Payload.(type) {
+	case nil:
+	case drover.TextPayload:
+		key, val = "content", p.Content
+	case drover.TextDeltaPayload:
+		key, val = "delta", p.Delta
+	case drover.ThinkingPayload:
+		key, val = "summary", p.Summary
+	default:
+		return b, false
+	}
+	for _, v := range ev.Metadata {
+		if _, isString := v.(string); !isString {
+			return b, false
+		}
+	}
+	b = append(b, `{"type":`...)
+	b = appendString(b, string(ev.Type))
+	b = append(b, `,"agent":`...)
+	b = appendString(b, ev.Agent)
+	b = append(b, `,"timestamp":`...)
+	b = strconv.AppendInt(b, ev.Timestamp, 10)
+	b = append(b, `,"sessionId":`...)
+	b = appendString(b, ev.SessionID)
+	if key != "" {
+		b = append(b, `,"payload":{"`...)
+		b = append(b, key...)
+		b = append(b, `":`...)
+		b = appendString(b, val)
+		b = append(b, '}')
+	}
+	if len(ev.Metadata) > 0 {
+		b = append(b, `,"metadata":{`...)
+		var keys [8]string
+		ks := keys[:0]
+		for k := range ev.Metadata {
+			ks = append(ks, k)
+		}
+		slices.Sort(ks)
+		for i, k := range ks {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = appendString(b, k)
+			b = append(b, ':')
+			b = appendString(b, ev.Metadata[k].(string))
+		}
+		b = append(b, '}')
+	}
+	if ev.RunID != "" {
+		b = append(b, `,"runId":`...)
+		b = appendString(b, ev.RunID)
+	}
+	if ev.Seq != 0 {
+		b = append(b, `,"seq":`...)
+		b = strconv.AppendInt(b, ev.Seq, 10)
+	}
+	return append(b, '}'), true
+}
+
+const hexDigits = "0123456789abcdef"
+
+// appendString appends s as a JSON string exactly as encoding/json does
+// with HTML escaping (its default): <, > and & as \u003c, \u003e, \u0026,
+// control characters as \b, \f, \n, \r, \t or \u00XX, invalid UTF-8 as
+// \ufffd, U+2028 and U+2029 escaped.
+func appendString(b []byte, s string) []byte {
+	b = append(b, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			if c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {
+				i++
+				continue
+			}
+			b = append(b, s[start:i]...)
+			switch c {
+			case '\\', '"':
+				b = append(b, '\\', c)
+			case '\b':
+				b = append(b, '\\', 'b')
+			case '\f':
+				b = append(b, '\\', 'f')
+			case '\n':
+				b = append(b, '\\', 'n')
+			case '\r':
+				b = append(b, '\\', 'r')
+			case '\t':
+				b = append(b, '\\', 't')
+			default:
+				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xF])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			b = append(b, s[start:i]...)
+			b = append(b, `\ufffd`...)
+			i += size
+			start = i
+			continue
+		}
+		if r == '\u2028' || r == '\u2029' {
+			b = append(b, s[start:i]...)
+			b = append(b, '\\', 'u', '2', '0', '2', hexDigits[r&0xF])
+			i += size
+			start = i
+			continue
+		}
+		i += size
+	}
+	b = append(b, s[start:]...)
+	return append(b, '"')
 }

@@ -3,6 +3,7 @@ package runs
 import (
 	"bytes"
 	"encoding/json"
+	"math/rand/v2"
 	"strings"
 	"testing"
 
@@ -38,5 +39,61 @@ func TestSlabEncoder(t *testing.T) {
 	}
 	if _, err := e.encode(drover.Event{Payload: func() {}}); err == nil {
 		t.Error("encoding a func succeeded")
+	}
+}
+
+// appendEvent writes exactly encoding/json's bytes for the events it takes
+// (every byte value, invalid UTF-8, U+2028/9, HTML characters, metadata
+// keys in any order, omitted fields), and declines every other event.
+func TestAppendEventMatchesEncodingJSON(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	alphabet := []string{"a", "é", "<", ">", "&", "\"", "\\", "\n", "\r", "\t", "\b", "\f", "\x00", "\x1f", "\x7f",
+		"\u2028", "\u2029", "\xff", "\xe2\x82", "😀", "\u00a0", "/", "'", " "}
+	str := func() string {
+		var sb strings.Builder
+		for range rng.IntN(12) {
+			sb.WriteString(alphabet[rng.IntN(len(alphabet))])
+		}
+		return sb.String()
+	}
+	for i := range 5000 {
+		ev := drover.Event{Type: drover.EventType(str()), Agent: str(), Timestamp: rng.Int64N(1 << 42), SessionID: str()}
+		switch i % 4 {
+		case 0:
+			ev.Payload = drover.TextPayload{Content: str()}
+		case 1:
+			ev.Payload = drover.TextDeltaPayload{Delta: str()}
+		case 2:
+			ev.Payload = drover.ThinkingPayload{Summary: str()}
+		}
+		if i%3 == 0 {
+			ev.Metadata = map[string]any{}
+			for range rng.IntN(4) {
+				ev.Metadata[str()] = str()
+			}
+		}
+		if i%5 != 0 {
+			ev.RunID, ev.Seq = str(), rng.Int64N(100000)
+		}
+		got, ok := appendEvent(nil, ev)
+		if !ok {
+			t.Fatalf("event %d declined: %+v", i, ev)
+		}
+		want, err := json.Marshal(ev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, want) {
+			t.Fatalf("event %d:\n got %s\nwant %s", i, got, want)
+		}
+	}
+	for _, ev := range []drover.Event{
+		{Type: drover.TypeToolUse, Payload: drover.ToolUsePayload{ToolName: "Bash"}},
+		{Type: drover.TypeText, Payload: drover.TextPayload{Content: "x"}, Metadata: map[string]any{"n": 1}},
+		{Type: drover.TypeText, Payload: &drover.TextPayload{Content: "x"}},
+	} {
+		if b, ok := appendEvent([]byte("keep"), ev); ok || string(b) != "keep" {
+			t.Errorf("%+v: ok %v, %q", ev, ok, b)
+		}
 	}
 }
