@@ -209,7 +209,42 @@ func (w *worker) work(ctx context.Context, job *river.Job[runArgs]) error {
 		_ = w.sup.Cancel(context.WithoutCancel(ctx), id)
 		<-done
 	}
+	w.ensureEnded(context.WithoutCancel(ctx), id)
 	return nil
+}
+
+// ReasonLedgerUnavailable is why a run failed when the database was
+// unreachable as it ended, so that its own end could not be recorded.
+const ReasonLedgerUnavailable = "ledger unavailable: the run's end could not be recorded"
+
+// ensureEnded makes sure the ledger shows run id ended once its
+// supervisor is done with it. When the database was down as the run
+// ended (a restart), the supervisor could not record the end and the run
+// would stay "running" under a live worker for ever: the worker records
+// it failed ReasonLedgerUnavailable as soon as the database is back,
+// trying for up to a minute (after which the lease lapses on a worker
+// that cannot reach the database, and the reaper fails it).
+func (w *worker) ensureEnded(ctx context.Context, id string) {
+	deadline := time.Now().Add(time.Minute)
+	for {
+		r, err := w.st.GetRun(ctx, id)
+		if err == nil && r.Status.Terminal() {
+			return
+		}
+		if err == nil {
+			err = w.st.FinishRun(ctx, store.Finish{RunID: id, Status: store.StatusFailed, Error: ReasonLedgerUnavailable,
+				DoneStatus: drover.StatusError, EndedAt: time.Now()})
+			if err == nil || errors.Is(err, store.ErrConflict) {
+				w.log.Warn("recorded the end of a run the database missed", "run", id)
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			w.log.Error("could not record the end of a run", "run", id, "err", err)
+			return
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
 }
 
 // heartbeat moves the worker's heartbeat forward every Lease/4. If the

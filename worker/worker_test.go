@@ -35,7 +35,7 @@ func agents() []drover.Adapter {
 		}
 		<-ctx.Done()
 	}}
-	return []drover.Adapter{echo, sleeper}
+	return []drover.Adapter{echo, sleeper, tickerAgent()}
 }
 
 func registry(t testing.TB) *drover.Registry {
@@ -277,4 +277,23 @@ func waitStatus(t *testing.T, st store.Store, id string, want store.RunStatus) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	t.Fatalf("run %s never %s", id, want)
+}
+
+// tickerAgent yields a text event every 20 ms for 3 s, then done.
+func tickerAgent() drover.Adapter {
+	return &agenttest.Agent{Name: "ticker", Fn: func(ctx context.Context, req drover.Request, y func(drover.Event, error) bool) {
+		t := time.NewTicker(20 * time.Millisecond)
+		defer t.Stop()
+		for end := time.Now().Add(3 * time.Second); time.Now().Before(end); {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			if !y(drover.Event{Type: drover.TypeText, Payload: drover.TextPayload{Content: "tick"}}, nil) {
+				return
+			}
+		}
+		y(drover.Event{Type: drover.TypeDone, Payload: drover.DonePayload{Status: drover.StatusSuccess}}, nil)
+	}}
 }
