@@ -554,11 +554,19 @@ func (c *Conversation) notify(m message, raw []byte) []drover.Event {
 	}
 	switch head.Kind {
 	case "agent_message_chunk":
+		if text, id, ok := textChunk(p.Update); ok {
+			return c.messageChunk(text, id)
+		}
 		var u acpsdk.SessionUpdateAgentMessageChunk
 		if runner.Unmarshal(p.Update, &u) == nil && u.Content.Text != nil {
 			return c.messageChunk(u.Content.Text.Text, u.MessageId)
 		}
 	case "agent_thought_chunk":
+		if text, _, ok := textChunk(p.Update); ok {
+			evs := c.flushText()
+			c.thought.WriteString(text)
+			return evs
+		}
 		var u acpsdk.SessionUpdateAgentThoughtChunk
 		if runner.Unmarshal(p.Update, &u) == nil && u.Content.Text != nil {
 			evs := c.flushText()
@@ -575,6 +583,26 @@ func (c *Conversation) notify(m message, raw []byte) []drover.Event {
 	// plan, available commands, modes, config options, usage, the user's
 	// message echoed, content that is not text, and what ACP adds later.
 	return []drover.Event{c.Extension(head.Kind, p.Update)}
+}
+
+// textChunk reads the text of a message or thought chunk whose content is
+// a text block ({"type":"text","text":…}), and its messageId, decoding
+// only those fields: acp-go-sdk's ContentBlock decodes the block again
+// with encoding/json, for every chunk, which was a fifth of a streamed
+// gemini run's CPU (issue 12). ok is false for any other chunk, which the
+// caller decodes with the SDK's types as before.
+func textChunk(update []byte) (text string, messageID *string, ok bool) {
+	var u struct {
+		Content struct {
+			Type string  `json:"type"`
+			Text *string `json:"text"`
+		} `json:"content"`
+		MessageID *string `json:"messageId"`
+	}
+	if runner.Unmarshal(update, &u) != nil || u.Content.Type != "text" || u.Content.Text == nil {
+		return "", nil, false
+	}
+	return *u.Content.Text, u.MessageID, true
 }
 
 // messageChunk streams a chunk of the agent's message; a new messageId
