@@ -63,12 +63,6 @@ type controlRequest struct {
 	ToolUseID             string          `json:"tool_use_id"`
 }
 
-type message struct {
-	ID      string          `json:"id"`
-	Model   string          `json:"model"`
-	Content json.RawMessage `json:"content"` // array of blocks, or a string for plain user input
-}
-
 type block struct {
 	Type      string          `json:"type"`
 	Text      string          `json:"text"`
@@ -217,18 +211,15 @@ func (t *translator) system(l line, raw []byte) []drover.Event {
 }
 
 func (t *translator) blocks(l line) []block {
-	var m message
+	// One pass over the message into its blocks: a content that is a
+	// string (plain user input) or not blocks is an error, hence none.
+	var m struct {
+		Content []block `json:"content"`
+	}
 	if len(l.Message) == 0 || l.Message[0] != '{' || runner.Unmarshal(l.Message, &m) != nil {
 		return nil
 	}
-	if len(m.Content) == 0 || m.Content[0] != '[' {
-		return nil
-	}
-	var bs []block
-	if runner.Unmarshal(m.Content, &bs) != nil {
-		return nil
-	}
-	return bs
+	return m.Content
 }
 
 func (t *translator) assistant(l line) []drover.Event {
