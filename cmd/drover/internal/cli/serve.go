@@ -84,6 +84,9 @@ and exits 130; a second one kills every agent process group at once.`,
 					token, generated = newToken(), true
 				}
 			}
+			if queue && (fakeOn || fakeScript != "" || fakeLog != "") {
+				return usagef("--queue runs nothing here: give --fakemodel to the workers (drover worker --fakemodel)")
+			}
 			if approvalTimeout < 0 {
 				return usagef("--approval-timeout must not be negative")
 			}
