@@ -349,6 +349,41 @@ func TestDIST_ScaleOut(t *testing.T) {
 		t.Errorf("the runs did not spread: %v", spread)
 	}
 
+	// drover run --queue on a client host: the run goes to a worker, and
+	// every event it prints is in the ledger, in order; drover logs and
+	// wait on another host read the same.
+	cdir, cenv := hostEnv("client")
+	cmd := exec.Command(bin, "run", "--queue", "--json", "--cwd", workspace, "-a", "claude", "quick from the CLI")
+	cmd.Dir, cmd.Env = cdir, append(os.Environ(), cenv...)
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("drover run --queue: %v\n%s", err, out)
+	}
+	printed := strings.Split(strings.TrimSpace(string(out)), "\n")
+	var first struct {
+		RunID string `json:"runId"`
+	}
+	if err := json.Unmarshal([]byte(printed[0]), &first); err != nil || first.RunID == "" {
+		t.Fatalf("first line %q: %v", printed[0], err)
+	}
+	cr := run(first.RunID)
+	recorded, err := st.Events(ctx, first.RunID, 0, 0)
+	if err != nil || cr.Status != store.StatusCompleted || !strings.HasPrefix(cr.Owner, "worker:") || len(recorded) != len(printed) {
+		t.Fatalf("run --queue: %s owner %q, printed %d events, recorded %d (%v)", cr.Status, cr.Owner, len(printed), len(recorded), err)
+	}
+	for i, ev := range recorded {
+		if strings.TrimSpace(string(ev.JSON)) != printed[i] {
+			t.Fatalf("event %d printed %s, recorded %s", i+1, printed[i], ev.JSON)
+		}
+	}
+	for _, args := range [][]string{{"wait", first.RunID}, {"logs", first.RunID}} {
+		c := exec.Command(bin, args...)
+		c.Dir, c.Env = cdir, append(os.Environ(), cenv...)
+		if out, err := c.CombinedOutput(); err != nil {
+			t.Errorf("drover %s: %v\n%s", args[0], err, out)
+		}
+	}
+
 	// The SSE client saw the run on a worker it never talked to, whole:
 	// every seq once, in order, through the reconnect.
 	mr := run(medium)
