@@ -120,6 +120,13 @@ type RunParams struct {
 	Parent string `json:"parent,omitempty"`
 	// Fork starts a new session from the end of this earlier run.
 	Fork string `json:"fork,omitempty"`
+	// Labels and Retries are for a server that queues runs for workers
+	// (drover serve --queue, docs/scale-out.md): only workers carrying
+	// every label may run it, and it is run anew up to Retries times if
+	// its worker is lost. Refused (VALIDATION) by a server that runs runs
+	// itself.
+	Labels  []string `json:"labels,omitempty"`
+	Retries int      `json:"retries,omitempty"`
 }
 
 // RunResult is the result of "run": the new run's id and its session, at

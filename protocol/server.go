@@ -110,7 +110,7 @@ func (s *Server) Run(ctx context.Context, p RunParams) (*RunResult, error) {
 		return nil, errorf(CodeBoundaryViolation, "tier autonomous is refused by this server: its operator can allow it (drover serve --allow-autonomous)")
 	}
 	started, err := s.sup.Start(ctx, runs.StartRequest{Agent: p.Agent, Prompt: p.Prompt, Options: opts,
-		ParentID: p.Parent, ForkFrom: p.Fork})
+		ParentID: p.Parent, ForkFrom: p.Fork, Labels: p.Labels, Retries: p.Retries})
 	if err != nil {
 		return nil, startError(err)
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/drover-run/drover"
 	"github.com/drover-run/drover/internal/agenttest"
+	"github.com/drover-run/drover/protocol"
 	"github.com/drover-run/drover/runs"
 	"github.com/drover-run/drover/store"
 	"github.com/drover-run/drover/store/postgres"
@@ -296,4 +297,35 @@ func tickerAgent() drover.Adapter {
 		}
 		y(drover.Event{Type: drover.TypeDone, Payload: drover.DonePayload{Status: drover.StatusSuccess}}, nil)
 	}}
+}
+
+// TestDIST1_ProtocolRunOpQueuesWithLabels: the protocol's (and HTTP's) run
+// op carries labels and retries to the queue; a server that runs runs
+// itself refuses them.
+func TestDIST1_ProtocolRunOpQueuesWithLabels(t *testing.T) {
+	url := pgtest.NewDatabase(t)
+	st := open(t, url)
+	ctx := context.Background()
+	srv := protocol.NewServer(client(t, st), protocol.Config{})
+	res, err := srv.Run(ctx, protocol.RunParams{Agent: "echo", Prompt: "labelled", Labels: []string{"eu"}, Retries: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	startWorker(t, url, worker.Config{ID: "plain", Agents: []string{"echo"}, Lease: 2 * time.Second})
+	startWorker(t, url, worker.Config{ID: "eu", Agents: []string{"echo"}, Labels: []string{"eu"}, Lease: 2 * time.Second})
+	sup := client(t, st)
+	if r := await(t, sup, res.RunID)[0]; r.Status != store.StatusCompleted || r.Owner != worker.Owner("eu") {
+		t.Fatalf("labelled run: %s on %q", r.Status, r.Owner)
+	}
+
+	local, err := runs.New(ctx, drover.NewEngine(registry(t)), st, runs.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer local.Close()
+	_, err = protocol.NewServer(local, protocol.Config{}).Run(ctx, protocol.RunParams{Agent: "echo", Prompt: "x", Retries: 1})
+	var perr *protocol.Error
+	if !errors.As(err, &perr) || perr.Code != protocol.CodeValidation {
+		t.Fatalf("retries without a queue: %v, want VALIDATION", err)
+	}
 }
