@@ -2,6 +2,7 @@ package runs
 
 import (
 	"sync"
+	"time"
 
 	"github.com/drover-run/drover/store"
 )
@@ -13,6 +14,12 @@ import (
 // SQLite); ~1 MB of events is what a thousand cost.
 const tailMax = 1024
 
+// tailAge is how long an event stays in the tail. A follower keeping up
+// is milliseconds behind; what the tail holds longer only keeps memory
+// (and the 64 KiB slabs its events point into) alive: 200 slow runs held
+// ~20 MB more with a count alone.
+const tailAge = time.Second
+
 // tail is an active run's latest durable events, exactly as the ledger has
 // them (the same JSON bytes, which are never written again). Followers of
 // a run this process owns read them here rather than query the ledger for
@@ -22,20 +29,36 @@ const tailMax = 1024
 // has ended or that another process owns.
 type tail struct {
 	mu   sync.Mutex
-	evs  []store.Event // consecutive seqs, oldest first
-	last int64         // the last durable seq
+	evs  []store.Event // evs[head:]: consecutive seqs, oldest first
+	at   []int64       // when each of evs was added, monotonic ns since base
+	head int           // evs[:head] are forgotten, cleared, awaiting compaction
+	base time.Time
+	last int64 // the last durable seq
 }
 
-// add appends ev, the run's next durable event.
+// add appends ev, the run's next durable event, and forgets events older
+// than tailAge or past twice tailMax. Forgotten slots are reclaimed once
+// they are half the slice, so each add costs O(1) amortised.
 func (t *tail) add(ev store.Event) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if len(t.evs) >= 2*tailMax {
-		n := copy(t.evs, t.evs[len(t.evs)-tailMax:])
+	if t.base.IsZero() {
+		t.base = time.Now()
+	}
+	now := int64(time.Since(t.base))
+	for t.head < len(t.evs) && (now-t.at[t.head] > int64(tailAge) || len(t.evs)-t.head >= 2*tailMax) {
+		t.evs[t.head] = store.Event{}
+		t.head++
+	}
+	if t.head > 0 && t.head >= len(t.evs)/2 {
+		n := copy(t.evs, t.evs[t.head:])
 		clear(t.evs[n:])
 		t.evs = t.evs[:n]
+		t.at = t.at[:copy(t.at, t.at[t.head:])]
+		t.head = 0
 	}
 	t.evs = append(t.evs, ev)
+	t.at = append(t.at, now)
 	t.last = ev.Seq
 }
 
@@ -48,9 +71,10 @@ func (t *tail) after(afterSeq int64, limit int) (evs []store.Event, ok bool) {
 	if afterSeq >= t.last {
 		return nil, true
 	}
-	if len(t.evs) == 0 || afterSeq+1 < t.evs[0].Seq {
+	held := t.evs[t.head:]
+	if len(held) == 0 || afterSeq+1 < held[0].Seq {
 		return nil, false
 	}
-	i := int(afterSeq + 1 - t.evs[0].Seq)
-	return append([]store.Event(nil), t.evs[i:min(len(t.evs), i+limit)]...), true
+	i := int(afterSeq + 1 - held[0].Seq)
+	return append([]store.Event(nil), held[i:min(len(held), i+limit)]...), true
 }

@@ -18,9 +18,10 @@ func TestLED2_TailAfter(t *testing.T) {
 	for seq := int64(1); seq <= n; seq++ {
 		tl.add(store.Event{Seq: seq})
 	}
-	first := tl.evs[0].Seq
-	if len(tl.evs) > 2*tailMax || len(tl.evs) < tailMax || tl.evs[len(tl.evs)-1].Seq != n {
-		t.Fatalf("tail holds %d events, %d to %d", len(tl.evs), first, tl.evs[len(tl.evs)-1].Seq)
+	held := tl.evs[tl.head:]
+	first := held[0].Seq
+	if len(held) > 2*tailMax || len(held) < tailMax || held[len(held)-1].Seq != n {
+		t.Fatalf("tail holds %d events, %d to %d", len(held), first, held[len(held)-1].Seq)
 	}
 	if _, ok := tl.after(first-2, 10); ok {
 		t.Errorf("after(%d) served from a tail starting at %d", first-2, first)
@@ -39,5 +40,23 @@ func TestLED2_TailAfter(t *testing.T) {
 	evs[0].Seq = -1 // the caller's copy, not the tail
 	if tl.evs[len(tl.evs)-3].Seq != n-2 {
 		t.Error("after returned the tail's own slice")
+	}
+}
+
+// LED-2: the tail forgets what is older than tailAge, so a slow run's
+// tail holds only its last moments (a follower further behind reads the
+// ledger).
+func TestLED2_TailForgetsOldEvents(t *testing.T) {
+	var tl tail
+	tl.add(store.Event{Seq: 1})
+	tl.add(store.Event{Seq: 2})
+	tl.at[tl.head] -= int64(2 * tailAge) // seq 1 was added long ago
+	tl.add(store.Event{Seq: 3})
+	if _, ok := tl.after(0, 10); ok {
+		t.Error("seq 1, older than tailAge, is still served")
+	}
+	evs, ok := tl.after(1, 10)
+	if !ok || len(evs) != 2 || evs[0].Seq != 2 || evs[1].Seq != 3 {
+		t.Errorf("after(1): ok %v, %v", ok, evs)
 	}
 }
