@@ -376,6 +376,12 @@ func TestDIST_ScaleOut(t *testing.T) {
 			t.Fatalf("event %d printed %s, recorded %s", i+1, printed[i], ev.JSON)
 		}
 	}
+	wc := exec.Command(bin, "workers")
+	wc.Dir, wc.Env = cdir, append(os.Environ(), cenv...)
+	wout, err := wc.CombinedOutput()
+	if err != nil || !regexp.MustCompile(`(?m)^`+victim+`\s.*\slost\s`).Match(wout) {
+		t.Errorf("drover workers (%v) does not show %s lost:\n%s", err, victim, wout)
+	}
 	for _, args := range [][]string{{"wait", first.RunID}, {"logs", first.RunID}} {
 		c := exec.Command(bin, args...)
 		c.Dir, c.Env = cdir, append(os.Environ(), cenv...)

@@ -134,7 +134,7 @@ cancellation.`,
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	root.PersistentFlags().StringVar(&logLevel, "log-level", "", "what drover logs on stderr: off, error, warn, info or debug (default $DROVER_LOG_LEVEL, else error)")
 	root.AddCommand(newRunCmd(e), newAgentsCmd(e), newProfilesCmd(e), newFakemodelCmd(e),
-		newPsCmd(e), newShowCmd(e), newLogsCmd(e), newCancelCmd(e), newWaitCmd(e), newSessionsCmd(e), newServeCmd(e), newWorkerCmd(e),
+		newPsCmd(e), newShowCmd(e), newLogsCmd(e), newCancelCmd(e), newWaitCmd(e), newSessionsCmd(e), newServeCmd(e), newWorkerCmd(e), newWorkersCmd(e),
 		newApproveCmd(e), newDenyCmd(e), newSteerCmd(e), newInterruptCmd(e), newACPCmd(e), newMCPCmd(e))
 	return root
 }

@@ -180,3 +180,56 @@ func resolveQueue(ctx context.Context, q runs.Queue, st store.Store) (runs.Queue
 	}
 	return worker.NewQueue(ctx, pg)
 }
+
+func newWorkersCmd(e *env) *cobra.Command {
+	var db string
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "workers",
+		Short: "List the drover workers of a PostgreSQL ledger",
+		Long: `List every drover worker that registered in the PostgreSQL ledger
+(docs/scale-out.md): its id, host, agents, labels, state — live (heartbeating),
+lost (its heartbeat stopped; its runs failed "worker lost") or stopped (it
+ended on purpose) — and its last heartbeat.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx := cmd.Context()
+			loc, err := dbPath(db)
+			if err != nil {
+				return err
+			}
+			if !isPostgres(loc) {
+				return usagef("workers share a PostgreSQL ledger (--db postgres://…): a SQLite ledger has none")
+			}
+			st, err := openExistingLedger(ctx, loc)
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			pg, ok := st.(*postgres.Store)
+			if !ok {
+				return fmt.Errorf("%s is not a PostgreSQL ledger", redactURL(loc))
+			}
+			ws, err := pg.Workers(ctx)
+			if err != nil {
+				return err
+			}
+			return printList(e, asJSON, ws, []string{"WORKER", "HOST", "AGENTS", "LABELS", "STATE", "HEARTBEAT"}, func(w postgres.Worker) []string {
+				state := "live"
+				switch {
+				case !w.LostAt.IsZero():
+					state = "lost"
+				case !w.StoppedAt.IsZero():
+					state = "stopped"
+				case time.Since(w.HeartbeatAt) > w.Lease:
+					state = "late"
+				}
+				return []string{w.ID, w.Host, strings.Join(w.Agents, ","), strings.Join(w.Labels, ","), state,
+					w.HeartbeatAt.Local().Format(time.DateTime)}
+			})
+		},
+	}
+	addDBFlag(cmd, &db)
+	cmd.Flags().BoolVar(&asJSON, "json", false, "one JSON object a line")
+	return cmd
+}
