@@ -165,7 +165,8 @@ func (w *worker) work(ctx context.Context, job *river.Job[runArgs]) error {
 	select {
 	case w.slots <- struct{}{}:
 	case <-ctx.Done():
-		return nil // never claimed: the job ends with nothing done
+		// Stopping before claiming: the run is another worker's to take.
+		return river.JobSnooze(0)
 	}
 	defer func() { <-w.slots }()
 	id := job.Args.RunID
@@ -175,9 +176,10 @@ func (w *worker) work(ctx context.Context, job *river.Job[runArgs]) error {
 		w.log.Info("queued run not claimable: skipped", "run", id, "err", err)
 		return nil
 	case err != nil:
-		// Not claimed: River may offer it again only if the job has
-		// attempts left, which it has not (one attempt).
-		return err
+		// Not claimed (the database is unreachable, say): offered again
+		// shortly, to any worker. A snooze is not an attempt.
+		w.log.Warn("could not claim a queued run: offered again", "run", id, "err", err)
+		return river.JobSnooze(time.Second)
 	}
 	w.mu.Lock()
 	w.claimed[id] = true

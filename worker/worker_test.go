@@ -329,3 +329,42 @@ func TestDIST1_ProtocolRunOpQueuesWithLabels(t *testing.T) {
 		t.Fatalf("retries without a queue: %v, want VALIDATION", err)
 	}
 }
+
+// TestDIST1_StoppingWorkerLeavesUnclaimedRunsToOthers: a run a stopping
+// worker had fetched but not claimed (it was waiting for a slot) is not
+// lost: another worker runs it.
+func TestDIST1_StoppingWorkerLeavesUnclaimedRunsToOthers(t *testing.T) {
+	url := pgtest.NewDatabase(t)
+	st := open(t, url)
+	sup := client(t, st)
+	ctx := context.Background()
+	// Limit 1 over two queues (no label, gpu): River fetches one job of
+	// each, and the second waits for the slot.
+	stopA := startWorker(t, url, worker.Config{ID: "a", Agents: []string{"sleeper"}, Labels: []string{"gpu"}, Limit: 1, Lease: 2 * time.Second})
+	first, err := sup.Start(ctx, runs.StartRequest{Agent: "sleeper", Prompt: "1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitStatus(t, st, first.RunID, store.StatusRunning)
+	second, err := sup.Start(ctx, runs.StartRequest{Agent: "sleeper", Prompt: "2", Labels: []string{"gpu"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(500 * time.Millisecond) // fetched by a, waiting for its slot
+	stopA()
+	if r := await(t, sup, first.RunID)[0]; r.Status != store.StatusFailed || r.Error != store.ReasonCancelled {
+		t.Fatalf("the stopped worker's run: %s %q", r.Status, r.Error)
+	}
+	if r, _ := st.GetRun(ctx, second.RunID); r.Status != store.StatusPending || r.Owner != "" {
+		t.Fatalf("the unclaimed run after the stop: %s owner %q", r.Status, r.Owner)
+	}
+	startWorker(t, url, worker.Config{ID: "b", Agents: []string{"sleeper"}, Labels: []string{"gpu"}, Lease: 2 * time.Second})
+	waitStatus(t, st, second.RunID, store.StatusRunning)
+	if r, _ := st.GetRun(ctx, second.RunID); r.Owner != worker.Owner("b") {
+		t.Fatalf("the unclaimed run ran on %q", r.Owner)
+	}
+	if err := sup.Cancel(ctx, second.RunID); err != nil {
+		t.Fatal(err)
+	}
+	await(t, sup, second.RunID)
+}
