@@ -19,9 +19,12 @@ package worker
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
@@ -165,4 +168,34 @@ func (q *Queue) Submit(ctx context.Context, r *store.Run, qr runs.Queued) error 
 // (see postgres.Store.CancelQueued); its job then finds nothing to do.
 func (q *Queue) CancelQueued(ctx context.Context, id string) (bool, error) {
 	return q.st.CancelQueued(ctx, id)
+}
+
+// Reaping returns a goroutine, started now, that reaps lost workers
+// (Reap) every second, and the function that stops it and waits for it.
+// A process that queues runs (drover serve --queue) runs one, so that a
+// dead worker's runs fail "worker lost" even when no other worker lives.
+func (q *Queue) Reaping(log *slog.Logger) (stop func()) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			if err := q.Reap(ctx, log); err != nil && ctx.Err() == nil {
+				log.Warn("reap lost workers", "err", err)
+			}
+		}
+	})
+	return func() {
+		cancel()
+		wg.Wait()
+	}
 }

@@ -368,3 +368,32 @@ func TestDIST1_StoppingWorkerLeavesUnclaimedRunsToOthers(t *testing.T) {
 	}
 	await(t, sup, second.RunID)
 }
+
+// TestDIST2_QueueingProcessReapsWithoutWorkers: with no worker alive, a
+// process that queues runs (drover serve --queue) fails a dead worker's
+// runs "worker lost".
+func TestDIST2_QueueingProcessReapsWithoutWorkers(t *testing.T) {
+	url := pgtest.NewDatabase(t)
+	st := open(t, url)
+	ctx := context.Background()
+	q, err := worker.NewQueue(ctx, st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sup := client(t, st)
+	if err := st.RegisterWorker(ctx, &postgres.Worker{ID: "gone", Host: "h", Pid: 1, Agents: []string{"sleeper"}, Lease: time.Second}); err != nil {
+		t.Fatal(err)
+	}
+	s, err := sup.Start(ctx, runs.StartRequest{Agent: "sleeper", Prompt: "p"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.ClaimRun(ctx, s.RunID, worker.Owner("gone")); err != nil {
+		t.Fatal(err)
+	}
+	stop := q.Reaping(nil)
+	defer stop()
+	if r := await(t, sup, s.RunID)[0]; r.Status != store.StatusFailed || r.Error != worker.ReasonWorkerLost {
+		t.Fatalf("run of the dead worker: %s %q", r.Status, r.Error)
+	}
+}

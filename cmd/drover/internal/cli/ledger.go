@@ -63,6 +63,7 @@ func (e *env) supervise(ctx context.Context, st store.Store, loc string, cfg run
 		return err
 	}
 	cfg.Queue = q
+	defer reapWith(q, e)()
 	sup, err := runs.New(ctx, drover.NewEngine(builtin.Registry()), st, cfg)
 	if err != nil {
 		return err

@@ -233,3 +233,13 @@ ended on purpose) — and its last heartbeat.`,
 	cmd.Flags().BoolVar(&asJSON, "json", false, "one JSON object a line")
 	return cmd
 }
+
+// reapWith starts reaping lost workers when q is the shared queue (see
+// worker.Queue.Reaping) and returns what stops it; for any other q it
+// does nothing.
+func reapWith(q runs.Queue, e *env) (stop func()) {
+	if wq, ok := q.(*worker.Queue); ok {
+		return wq.Reaping(e.log)
+	}
+	return func() {}
+}
