@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"os"
 	"path/filepath"
@@ -120,21 +121,11 @@ func LoadAgents(path string) (map[string]Agent, error) {
 		return nil, fmt.Errorf("agents file %s: %w", path, err)
 	}
 	var f file
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&f); err != nil {
-		return nil, fmt.Errorf("agents file %s: %w (fix it, or remove it to start over)", path, err)
+	if err := decodeStrict(bytes.NewReader(data), "agents file "+path, &f); err != nil {
+		return nil, err
 	}
-	if dec.More() {
-		return nil, fmt.Errorf("agents file %s: data after its JSON object (fix it, or remove it to start over)", path)
-	}
-	for _, name := range slices.Sorted(maps.Keys(f.Agents)) {
-		if err := CheckName(name); err != nil {
-			return nil, fmt.Errorf("agents file %s: %w", path, err)
-		}
-		if err := f.Agents[name].Check(); err != nil {
-			return nil, fmt.Errorf("agents file %s: agent %q: %w (fix it, or drover agents remove %s)", path, name, err, name)
-		}
+	if err := checkEntries(f.Agents, "agents file "+path, "agent", CheckName, "drover agents remove"); err != nil {
+		return nil, err
 	}
 	if f.Agents == nil {
 		f.Agents = map[string]Agent{}
@@ -154,27 +145,37 @@ func SaveAgents(path string, agents map[string]Agent) error {
 	if err != nil {
 		return err
 	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+	if err := writePrivate(path, append(data, '\n')); err != nil {
 		return fmt.Errorf("agents file %s: %w", path, err)
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".agents-*.json")
-	if err != nil {
-		return fmt.Errorf("agents file %s: %w", path, err)
+	return nil
+}
+
+// decodeStrict decodes one JSON object of r into v: an unknown field, a
+// bad value or data after the object is an error starting with what.
+func decodeStrict(r io.Reader, what string, v any) error {
+	dec := json.NewDecoder(r)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return fmt.Errorf("%s: %w (fix it, or remove it to start over)", what, err)
 	}
-	defer os.Remove(tmp.Name()) // gone after the rename; a leftover on failure
-	if _, err := tmp.Write(append(data, '\n')); err != nil {
-		tmp.Close()
-		return fmt.Errorf("agents file %s: %w", path, err)
+	if dec.More() {
+		return fmt.Errorf("%s: data after its JSON object (fix it, or remove it to start over)", what)
 	}
-	if err := tmp.Chmod(0o600); err != nil {
-		tmp.Close()
-		return fmt.Errorf("agents file %s: %w", path, err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("agents file %s: %w", path, err)
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return fmt.Errorf("agents file %s: %w", path, err)
+	return nil
+}
+
+// checkEntries checks every entry of a file read by name, in name order:
+// its name with checkName and its value with Check. The error says what,
+// the kind of entry and how to remove a bad one.
+func checkEntries[T interface{ Check() error }](m map[string]T, what, kind string, checkName func(string) error, remove string) error {
+	for _, name := range slices.Sorted(maps.Keys(m)) {
+		if err := checkName(name); err != nil {
+			return fmt.Errorf("%s: %w", what, err)
+		}
+		if err := m[name].Check(); err != nil {
+			return fmt.Errorf("%s: %s %q: %w (fix it, or %s %s)", what, kind, name, err, remove, name)
+		}
 	}
 	return nil
 }

@@ -86,21 +86,11 @@ func LoadProfiles(path string) (map[string]Profile, error) {
 		return nil, fmt.Errorf("profiles file %s: mode %04o lets others read the secrets it holds (chmod 600 %s)", path, st.Mode().Perm(), path)
 	}
 	var pf profilesFile
-	dec := json.NewDecoder(f)
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&pf); err != nil {
-		return nil, fmt.Errorf("profiles file %s: %w (fix it, or remove it to start over)", path, err)
+	if err := decodeStrict(f, "profiles file "+path, &pf); err != nil {
+		return nil, err
 	}
-	if dec.More() {
-		return nil, fmt.Errorf("profiles file %s: data after its JSON object (fix it, or remove it to start over)", path)
-	}
-	for _, name := range slices.Sorted(maps.Keys(pf.Profiles)) {
-		if err := CheckProfileName(name); err != nil {
-			return nil, fmt.Errorf("profiles file %s: %w", path, err)
-		}
-		if err := pf.Profiles[name].Check(); err != nil {
-			return nil, fmt.Errorf("profiles file %s: profile %q: %w (fix it, or drover profiles remove %s)", path, name, err, name)
-		}
+	if err := checkEntries(pf.Profiles, "profiles file "+path, "profile", CheckProfileName, "drover profiles remove"); err != nil {
+		return nil, err
 	}
 	if pf.Profiles == nil {
 		pf.Profiles = map[string]Profile{}
