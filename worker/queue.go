@@ -164,6 +164,22 @@ func (q *Queue) Submit(ctx context.Context, r *store.Run, qr runs.Queued) error 
 	})
 }
 
+// reapEvery reaps lost workers (Reap) every second until ctx ends.
+func (q *Queue) reapEvery(ctx context.Context, log *slog.Logger) {
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if err := q.Reap(ctx, log); err != nil && ctx.Err() == nil {
+			log.Warn("reap lost workers", "err", err)
+		}
+	}
+}
+
 // CancelQueued ends run id "cancelled" if no worker has claimed it yet
 // (see postgres.Store.CancelQueued); its job then finds nothing to do.
 func (q *Queue) CancelQueued(ctx context.Context, id string) (bool, error) {
@@ -180,20 +196,7 @@ func (q *Queue) Reaping(log *slog.Logger) (stop func()) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
-	wg.Go(func() {
-		t := time.NewTicker(time.Second)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-			}
-			if err := q.Reap(ctx, log); err != nil && ctx.Err() == nil {
-				log.Warn("reap lost workers", "err", err)
-			}
-		}
-	})
+	wg.Go(func() { q.reapEvery(ctx, log) })
 	return func() {
 		cancel()
 		wg.Wait()

@@ -129,7 +129,8 @@ func Run(ctx context.Context, st *postgres.Store, sup *runs.Supervisor, cfg Conf
 	loops, stopLoops := context.WithCancel(context.WithoutCancel(ctx))
 	bg.Go(func() { w.heartbeat(loops) })
 	q := &Queue{st: st, client: client}
-	bg.Go(func() { w.reap(loops, q) })
+	// Every live worker reaps; MarkLostWorkers hands each lost worker to one.
+	bg.Go(func() { q.reapEvery(loops, w.log) })
 	log.Info("worker started", "id", cfg.ID, "agents", cfg.Agents, "labels", labels, "limit", cfg.Limit, "lease", cfg.Lease)
 
 	<-ctx.Done()
@@ -284,24 +285,6 @@ func (w *worker) heartbeat(ctx context.Context) {
 			}
 		default:
 			w.log.Warn("heartbeat failed", "id", w.cfg.ID, "err", err)
-		}
-	}
-}
-
-// reap declares lost the workers whose heartbeat is older than their
-// lease, and fails their unfinished runs "worker lost", every second.
-// Every live worker reaps; MarkLostWorkers hands each lost worker to one.
-func (w *worker) reap(ctx context.Context, q *Queue) {
-	t := time.NewTicker(time.Second)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		if err := q.Reap(ctx, w.log); err != nil && ctx.Err() == nil {
-			w.log.Warn("reap lost workers", "err", err)
 		}
 	}
 }
