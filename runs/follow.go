@@ -72,7 +72,9 @@ func (s *Supervisor) FollowBatches(ctx context.Context, id string, afterSeq int6
 			var evs []store.Event
 			fromTail := false
 			remote := s.EventsRecorded() // for a run owned elsewhere: runs/notify.go
+			var ended <-chan struct{}
 			if a := s.lookup(id); a != nil {
+				ended = a.done
 				wake = a.changed() // taken before reading, so no wake-up is missed
 				evs, fromTail = a.tail.after(afterSeq, 1000)
 			}
@@ -95,9 +97,12 @@ func (s *Supervisor) FollowBatches(ctx context.Context, id string, afterSeq int6
 			if fromTail {
 				// The run is active, so not over: it leaves s.active, and
 				// wakes its followers, only after its last event is durable
-				// and its end recorded.
+				// and its end recorded. Its last wake-up may come between
+				// lookup and changed, though, and then no wake-up follows:
+				// done, closed after it, ends that wait.
 				select {
 				case <-wake:
+				case <-ended:
 				case <-ctx.Done():
 					yield(nil, ctx.Err())
 					return

@@ -86,8 +86,8 @@ func (s *Store) listenLoop() {
 	n := &s.notify
 	for n.ctx.Err() == nil {
 		err := s.listenOnce()
-		n.events.fire()
 		n.ctls.fire()
+		n.events.fire()
 		if err != nil && n.ctx.Err() == nil {
 			t := time.NewTimer(250 * time.Millisecond)
 			select {
@@ -110,8 +110,10 @@ func (s *Store) listenOnce() error {
 		return err
 	}
 	// Listening now: whatever happened before is for the waiters to read.
-	s.notify.events.fire()
+	// Controls first: a waiter woken for events then knows this wake-up
+	// of controls is behind it.
 	s.notify.ctls.fire()
+	s.notify.events.fire()
 	for {
 		m, err := conn.WaitForNotification(ctx)
 		if err != nil {
