@@ -50,12 +50,9 @@ SIGINT or SIGTERM stops claiming, cancels the runs going on and exits 130.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
-			loc, err := dbPath(db)
+			loc, err := postgresDB(db, "drover worker needs a PostgreSQL ledger (--db postgres://…): a SQLite file is not shared")
 			if err != nil {
 				return err
-			}
-			if !isPostgres(loc) {
-				return usagef("drover worker needs a PostgreSQL ledger (--db postgres://…): a SQLite file is not shared")
 			}
 			if limit < 0 || lease < 0 {
 				return usagef("--limit and --lease must not be negative")
@@ -181,6 +178,19 @@ func resolveQueue(ctx context.Context, q runs.Queue, st store.Store) (runs.Queue
 	return worker.NewQueue(ctx, pg)
 }
 
+// postgresDB is the ledger --db names (see dbPath), which must be a
+// PostgreSQL URL; any other is a usage error saying why.
+func postgresDB(db, why string) (string, error) {
+	loc, err := dbPath(db)
+	if err != nil {
+		return "", err
+	}
+	if !isPostgres(loc) {
+		return "", usagef("%s", why)
+	}
+	return loc, nil
+}
+
 func newWorkersCmd(e *env) *cobra.Command {
 	var db string
 	var asJSON bool
@@ -194,12 +204,9 @@ ended on purpose) — and its last heartbeat.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
-			loc, err := dbPath(db)
+			loc, err := postgresDB(db, "workers share a PostgreSQL ledger (--db postgres://…): a SQLite ledger has none")
 			if err != nil {
 				return err
-			}
-			if !isPostgres(loc) {
-				return usagef("workers share a PostgreSQL ledger (--db postgres://…): a SQLite ledger has none")
 			}
 			st, err := openExistingLedger(ctx, loc)
 			if err != nil {
