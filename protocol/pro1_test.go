@@ -334,12 +334,18 @@ func TestPRO1_SubscribeAllResume(t *testing.T) {
 	var cursor int64
 	for len(got) < 2 {
 		l := w.nextEvent()
-		if _, ok := isSynced(l); ok {
+		// A client resumes from the synced notice's cursor or a tailed
+		// line's: events of the catch-up (the run may have started before
+		// the subscription listed the live runs) carry none.
+		if sy, ok := isSynced(l); ok {
+			cursor = sy.Cursor
 			continue
 		}
 		ev := ues(t, l)
 		got[fmt.Sprintf("%s/%d", ev.RunID, ev.Seq)] = true
-		cursor = l.Cursor
+		if l.Cursor != 0 {
+			cursor = l.Cursor
+		}
 	}
 	w.call("3", `{"id":3,"op":"unsubscribe","subscription":"`+sub.Subscription+`"}`, nil)
 	await(t, f.sup, a.RunID)
