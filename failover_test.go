@@ -3,6 +3,7 @@ package drover_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"slices"
 	"strings"
 	"sync"
@@ -254,6 +255,79 @@ func TestFAIL1_CooldownSharedAndRetryAfter(t *testing.T) {
 	runAll(t, e2, context.Background(), "x", opts)
 	if got := api2.attempts(); !slices.Equal(got, []string{"key-a/", "key-b/", "key-a/", "key-b/"}) {
 		t.Errorf("attempts %v", got)
+	}
+}
+
+// memCooldowns is a CooldownStore in memory that can be made to fail: the
+// seam for what Cooldowns does with a shared store. The ledgers' own are
+// tested on SQLite and PostgreSQL (runs, worker, storetest).
+type memCooldowns struct {
+	mu    sync.Mutex
+	left  map[string]time.Duration
+	codes map[string]drover.ErrorCode
+	down  bool
+}
+
+func (m *memCooldowns) CoolDown(_ context.Context, key string, code drover.ErrorCode, d time.Duration) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.down {
+		return errors.New("ledger down")
+	}
+	m.left[key], m.codes[key] = d, code
+	return nil
+}
+
+func (m *memCooldowns) CooldownLeft(_ context.Context, key string) (time.Duration, drover.ErrorCode, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.down {
+		return 0, "", errors.New("ledger down")
+	}
+	return m.left[key], m.codes[key], nil
+}
+
+// FAIL-1: engines sharing a CooldownStore (processes on one ledger) skip
+// what any of them found rate limited; when the store fails, each goes on
+// with what it knows itself, and says so.
+func TestFAIL1_CooldownsSharedThroughStore(t *testing.T) {
+	shared := &memCooldowns{left: map[string]time.Duration{}, codes: map[string]drover.ErrorCode{}}
+	api := &apiFake{fails: map[string]drover.ErrorCode{"x:key-a/": drover.CodeRateLimited}}
+	var reported []error
+	var mu sync.Mutex
+	report := func(err error) { mu.Lock(); reported = append(reported, err); mu.Unlock() }
+	e1, e2 := engineWith(t, api.adapter("x")), engineWith(t, api.adapter("x"))
+	e1.Cooldowns().Share(shared, report)
+	e2.Cooldowns().Share(shared, report)
+	opts := drover.Options{Failover: &drover.Failover{Profiles: profiles("a", "b")}}
+	runAll(t, e1, context.Background(), "x", opts)
+	if d := checkShape(t, runAll(t, e2, context.Background(), "x", opts)); d.Status != drover.StatusSuccess {
+		t.Fatalf("second engine's run: %s", d.Status)
+	}
+	if got := api.attempts(); !slices.Equal(got, []string{"key-a/", "key-b/", "key-b/"}) {
+		t.Errorf("attempts %v: the second engine should skip profile a, cooled by the first", got)
+	}
+	if shared.codes["profile:a|x|"] != drover.CodeRateLimited || shared.left["profile:a|x|"] != time.Minute {
+		t.Errorf("shared store holds %v %v", shared.codes, shared.left)
+	}
+
+	shared.mu.Lock()
+	shared.down = true
+	shared.mu.Unlock()
+	e3 := engineWith(t, api.adapter("x"))
+	e3.Cooldowns().Share(shared, report)
+	runAll(t, e3, context.Background(), "x", opts) // a, b: nothing known to cool
+	evs := runAll(t, e3, context.Background(), "x", opts)
+	if d := checkShape(t, evs); d.Status != drover.StatusSuccess {
+		t.Fatalf("run with the store down: %s", d.Status)
+	}
+	if got := api.attempts()[3:]; !slices.Equal(got, []string{"key-a/", "key-b/", "key-b/"}) {
+		t.Errorf("attempts with the store down %v: the engine's own cooldown should still hold", got)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(reported) == 0 || !strings.Contains(reported[0].Error(), "ledger down") {
+		t.Errorf("store failures reported: %v", reported)
 	}
 }
 

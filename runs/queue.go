@@ -78,6 +78,11 @@ func RunOptions(r *store.Run) (drover.Options, error) {
 		strip(m.Headers)
 		o.MCPServers[name] = m
 	}
+	if o.Failover != nil {
+		for _, p := range o.Failover.Profiles {
+			strip(p.Env) // a worker resolves profiles by name (worker.Config.Profiles)
+		}
+	}
 	if o.Endpoint != nil && o.Endpoint.APIKey == drover.Redacted {
 		o.Endpoint.APIKey = ""
 	}

@@ -210,7 +210,9 @@ func (g *signal) fire() {
 // New returns a supervisor over eng and st. It first reconciles the ledger
 // (RUN-6): runs left pending or running by a drover process that is gone are
 // marked failed "engine restart", and their recorded process groups are
-// killed if still alive.
+// killed if still alive. When st is a drover.CooldownStore (both ledgers
+// are), eng's failover cooldowns are shared through it with every other
+// process on the ledger.
 func New(ctx context.Context, eng *drover.Engine, st store.Store, cfg Config) (*Supervisor, error) {
 	if cfg.Limit <= 0 {
 		cfg.Limit = 8
@@ -237,6 +239,14 @@ func New(ctx context.Context, eng *drover.Engine, st store.Store, cfg Config) (*
 			res <- st.AppendEvents(context.Background(), []store.Event{ev})
 			return res
 		}
+	}
+	if cs, ok := st.(drover.CooldownStore); ok {
+		// Every process on this ledger (the workers on one PostgreSQL, the
+		// drover commands on one SQLite file) skips what any of them found
+		// rate limited (FAIL-1).
+		eng.Cooldowns().Share(cs, func(err error) {
+			log.Warn("failover cooldowns: the ledger did not answer; using this process's own", "err", err)
+		})
 	}
 	if err := reconcile(ctx, st, cfg.Owner, log); err != nil {
 		return nil, fmt.Errorf("reconcile ledger: %w", err)

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -46,6 +47,13 @@ type Config struct {
 	// unset, before it runs (drover worker --fakemodel points runs at its
 	// scripted model server).
 	Defaults func(*drover.Options)
+	// Profiles resolves, from this worker's own configuration, the
+	// credential profiles a run's failover names: the ledger holds a
+	// profile with its secrets redacted, so a worker runs each profile
+	// name with what it has under that name (drover worker: its profiles
+	// file). A run naming profiles fails, saying why, when Profiles is nil
+	// or cannot resolve them.
+	Profiles func(names []string) ([]drover.Profile, error)
 	// Logger receives what the worker does; nil means none.
 	Logger *slog.Logger
 }
@@ -191,6 +199,9 @@ func (w *worker) work(ctx context.Context, job *river.Job[runArgs]) error {
 		w.mu.Unlock()
 	}()
 	opts, err := runs.RunOptions(r)
+	if err == nil {
+		err = w.profiles(&opts)
+	}
 	if err == nil && w.cfg.Defaults != nil {
 		w.cfg.Defaults(&opts)
 	}
@@ -213,6 +224,29 @@ func (w *worker) work(ctx context.Context, job *river.Job[runArgs]) error {
 		<-done
 	}
 	w.ensureEnded(context.WithoutCancel(ctx), id)
+	return nil
+}
+
+// profiles replaces the profiles of opts' failover chain, recorded with
+// their secrets redacted, with this worker's own of the same names.
+func (w *worker) profiles(opts *drover.Options) error {
+	if opts.Failover == nil || len(opts.Failover.Profiles) == 0 {
+		return nil
+	}
+	names := make([]string, len(opts.Failover.Profiles))
+	for i, p := range opts.Failover.Profiles {
+		names[i] = p.Name
+	}
+	if w.cfg.Profiles == nil {
+		return fmt.Errorf("the run names credential profiles (%s) and worker %s has none configured", strings.Join(names, ", "), w.cfg.ID)
+	}
+	ps, err := w.cfg.Profiles(names)
+	if err != nil {
+		return fmt.Errorf("worker %s: credential profiles: %w", w.cfg.ID, err)
+	}
+	fo := *opts.Failover
+	fo.Profiles = ps
+	opts.Failover = &fo
 	return nil
 }
 

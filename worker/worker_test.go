@@ -36,7 +36,7 @@ func agents() []drover.Adapter {
 		}
 		<-ctx.Done()
 	}}
-	return []drover.Adapter{echo, sleeper, tickerAgent()}
+	return []drover.Adapter{echo, sleeper, tickerAgent(), limitedAgent()}
 }
 
 func registry(t testing.TB) *drover.Registry {

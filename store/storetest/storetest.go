@@ -87,6 +87,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"LED4_ListSessions", testListSessions},
 		{"LED3_FinishAdvancesSession", testFinishAdvancesSession},
 		{"RUN6_Unfinished", testUnfinished},
+		{"FAIL1_Cooldowns", testCooldowns},
 		{"Concurrency", testConcurrency},
 	}
 	for _, tc := range tests {

@@ -1,7 +1,7 @@
 -- compactions: every context compaction a vendor reported, automatic or
 -- asked for (UES-5, FAIL-1), one row per compaction, by drover session.
 -- A view over the recorded events (an extension event VENDOR:compact…),
--- as in SQLite's 0006_compactions.sql. Claude Code reports the token
+-- as in SQLite's 0005_compactions.sql. Claude Code reports the token
 -- counts before and after (compact_metadata); NULL where a vendor does not.
 CREATE VIEW compactions AS
 SELECT
