@@ -30,6 +30,14 @@ type slabEncoder struct {
 
 func (e *slabEncoder) encode(ev drover.Event) ([]byte, error) {
 	if b, ok := appendEvent(e.scratch[:0], ev); ok {
+		if len(b) > slabSize {
+			// An event larger than a slab (a long final text) keeps the
+			// buffer it was encoded in rather than being copied into a
+			// slab of its own, and the encoder does not keep a buffer of
+			// that size for the rest of the run.
+			e.scratch = nil
+			return b[:len(b):len(b)], nil
+		}
 		e.scratch = b[:0]
 		e.Write(b)
 		data := e.slab[e.last:]
@@ -135,6 +143,7 @@ const hexDigits = "0123456789abcdef"
 // control characters as \b, \f, \n, \r, \t or \u00XX, invalid UTF-8 as
 // \ufffd, U+2028 and U+2029 escaped.
 func appendString(b []byte, s string) []byte {
+	b = slices.Grow(b, len(s)+2) // a long string at once, not by doubling
 	b = append(b, '"')
 	start := 0
 	for i := 0; i < len(s); {

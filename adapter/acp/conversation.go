@@ -1,6 +1,7 @@
 package acp
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -270,6 +271,14 @@ func (c *Conversation) Pass(in drover.LiveInput) ([]byte, error) {
 // session is known its events are held (a session/load the agent rejects
 // yields nothing); they follow the init event.
 func (c *Conversation) Translate(raw []byte) ([]drover.Event, error) {
+	if evs, ok := c.textChunkLine(raw); ok {
+		return c.deliver(evs), nil
+	}
+	return c.translate(raw)
+}
+
+// translate is Translate of any line, decoded the general way.
+func (c *Conversation) translate(raw []byte) ([]drover.Event, error) {
 	var m message
 	if err := runner.Unmarshal(raw, &m); err != nil {
 		return nil, fmt.Errorf("undecodable %s line: %w", c.Agent, err)
@@ -285,11 +294,70 @@ func (c *Conversation) Translate(raw []byte) ([]drover.Event, error) {
 	default:
 		return evs, fmt.Errorf("%s line that is no request, response or notification", c.Agent)
 	}
+	return c.deliver(evs), nil
+}
+
+// deliver returns evs, or holds them (and returns none) until the
+// conversation is ready.
+func (c *Conversation) deliver(evs []drover.Event) []drover.Event {
 	if !c.ready {
 		c.held = append(c.held, evs...)
-		return nil, nil
+		return nil
 	}
-	return evs, nil
+	return evs
+}
+
+// chunkLine is as much of a session/update notification as a text chunk
+// of the agent's message or thought needs, decoded in one pass.
+type chunkLine struct {
+	ID     json.RawMessage `json:"id"`
+	Method string          `json:"method"`
+	Params struct {
+		Update struct {
+			Kind    string `json:"sessionUpdate"`
+			Content struct {
+				Type string  `json:"type"`
+				Text *string `json:"text"`
+			} `json:"content"`
+			MessageID *string `json:"messageId"`
+		} `json:"update"`
+	} `json:"params"`
+}
+
+var (
+	kindMessageChunk = []byte(`"agent_message_chunk"`)
+	kindThoughtChunk = []byte(`"agent_thought_chunk"`)
+)
+
+// textChunkLine translates raw when it is a notification of a text chunk
+// of the agent's message or thought, the lines a streamed turn is made
+// of, decoding it once: the general path decodes the envelope, its params
+// and the update one inside another, which was a quarter of a streamed
+// gemini run's CPU (issue 12). ok is false for any other line (nothing is
+// changed then), which Translate decodes as before; the events are the
+// same either way.
+func (c *Conversation) textChunkLine(raw []byte) (_ []drover.Event, ok bool) {
+	if len(c.rejected) > 0 || !bytes.Contains(raw, kindMessageChunk) && !bytes.Contains(raw, kindThoughtChunk) {
+		return nil, false
+	}
+	var l chunkLine
+	if runner.Unmarshal(raw, &l) != nil || l.Method != acpsdk.ClientMethodSessionUpdate || (message{ID: l.ID}).hasID() {
+		return nil, false
+	}
+	u := l.Params.Update
+	if u.Content.Type != "text" || u.Content.Text == nil || u.Kind != "agent_message_chunk" && u.Kind != "agent_thought_chunk" {
+		return nil, false
+	}
+	evs := c.settle(message{})
+	if c.loading {
+		return evs, true // session/load replays the history: not this run's events
+	}
+	if u.Kind == "agent_thought_chunk" {
+		evs = append(evs, c.flushText()...)
+		c.thought.WriteString(*u.Content.Text)
+		return evs, true
+	}
+	return append(evs, c.messageChunk(*u.Content.Text, u.MessageID)...), true
 }
 
 // settle returns what goes before the events of m: the events queued
