@@ -1,6 +1,7 @@
 package runs
 
 import (
+	"bytes"
 	"encoding/json"
 	"slices"
 	"strconv"
@@ -43,6 +44,11 @@ func (e *slabEncoder) encode(ev drover.Event) ([]byte, error) {
 		data := e.slab[e.last:]
 		return data[:len(data):len(data)], nil
 	}
+	if p, ok := ev.Payload.(drover.DonePayload); ok && len(p.Result) > slabSize {
+		if b, ok := encodeLongDone(ev, p); ok {
+			return b, nil
+		}
+	}
 	if e.enc == nil {
 		e.enc = json.NewEncoder(e)
 	}
@@ -55,6 +61,45 @@ func (e *slabEncoder) encode(ev drover.Event) ([]byte, error) {
 	// Encode writes once, the value and a newline.
 	data := e.slab[e.last : len(e.slab)-1]
 	return data[:len(data):len(data)], nil
+}
+
+// payloadStatus is how a done event's JSON begins its payload.
+var payloadStatus = []byte(`,"payload":{"status":"`)
+
+// encodeLongDone encodes a done event whose result (the run's final text)
+// is larger than a slab: encoding/json writes the event without its
+// result, and the result is written into that, after the status, by
+// appendString, in a buffer of its final size. encoding/json grows its
+// buffer by a quarter at a time and its output was then copied, which
+// for a 10 MB result held several copies at once (issue 12). The bytes
+// are encoding/json's. ok is false when the event's JSON is not as
+// expected (the caller encodes it whole then).
+func encodeLongDone(ev drover.Event, p drover.DonePayload) (_ []byte, ok bool) {
+	result := p.Result
+	p.Result = ""
+	ev.Payload = p
+	head, err := json.Marshal(ev)
+	if err != nil {
+		return nil, false
+	}
+	// Keys are written escaped within strings, so the first match is the
+	// payload's own key; a status needing escapes is left to the caller.
+	i := bytes.Index(head, payloadStatus)
+	if i < 0 {
+		return nil, false
+	}
+	i += len(payloadStatus)
+	n := bytes.IndexByte(head[i:], '"')
+	if n < 0 || bytes.IndexByte(head[i:i+n], '\\') >= 0 {
+		return nil, false
+	}
+	i += n + 1
+	out := make([]byte, 0, len(head)+len(`,"result":`)+len(result)+len(result)/16+2)
+	out = append(out, head[:i]...)
+	out = append(out, `,"result":`...)
+	out = appendString(out, result)
+	out = append(out, head[i:]...)
+	return out[:len(out):len(out)], true
 }
 
 // Write appends p to the current slab, starting a new slab when p does not

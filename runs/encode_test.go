@@ -97,3 +97,43 @@ func TestAppendEventMatchesEncodingJSON(t *testing.T) {
 		}
 	}
 }
+
+// A done event with a result larger than a slab is encoded with
+// json.Marshal's bytes, whatever its status, usage, metadata and result
+// characters; a status that needs escaping is encoded whole instead.
+func TestLongDoneMatchesEncodingJSON(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	alphabet := []string{"a", "é", "<", ">", "&", "\"", "\\", "\n", "\x00", "\u2028", "\xff", "😀", `,"payload":{"status":"`}
+	long := func() string {
+		var sb strings.Builder
+		for sb.Len() <= slabSize {
+			sb.WriteString(alphabet[rng.IntN(len(alphabet))])
+		}
+		return sb.String()
+	}
+	cost, turns := 0.25, int64(3)
+	var e slabEncoder
+	for i, status := range []drover.DoneStatus{drover.StatusSuccess, drover.StatusError, drover.StatusMaxBudget, `odd "status"`, `back\slash`, ""} {
+		ev := drover.Event{Type: drover.TypeDone, Agent: `a","payload":{"status":"x`, Timestamp: 1, SessionID: "s", RunID: "r", Seq: int64(i + 1),
+			Payload: drover.DonePayload{Status: status, Result: long(), ResumeToken: "tok",
+				Usage: drover.Usage{InputTokens: 5, OutputTokens: 6, TotalCostUSD: &cost, Turns: &turns}, DurationMs: 42}}
+		if i%2 == 0 {
+			ev.Metadata = map[string]any{"attempts": []any{map[string]any{"agent": "x"}}, "stopReason": "end_turn"}
+		}
+		want, err := json.Marshal(ev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := e.encode(ev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, want) {
+			t.Errorf("status %q: got %.120s…, want %.120s…", status, got, want)
+		}
+		_, ok := encodeLongDone(ev, ev.Payload.(drover.DonePayload))
+		if escaped := strings.ContainsAny(string(status), `"\`); ok == escaped {
+			t.Errorf("status %q: encoded by hand %v", status, ok)
+		}
+	}
+}

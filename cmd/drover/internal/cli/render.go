@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bufio"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -63,8 +64,18 @@ func cost(u drover.Usage) string {
 
 func printStored(p printer, ev store.Event) error {
 	if jp, ok := p.(*jsonPrinter); ok {
+		if bw, ok := jp.w.(*bufio.Writer); ok {
+			// Buffered: the line needs no copy of its own to go out whole.
+			if _, err := bw.Write(ev.JSON); err != nil {
+				return err
+			}
+			return bw.WriteByte('\n')
+		}
 		jp.buf = append(append(jp.buf[:0], ev.JSON...), '\n')
 		_, err := jp.w.Write(jp.buf)
+		if cap(jp.buf) > 64<<10 {
+			jp.buf = nil // a long event's buffer is not kept for the rest
+		}
 		return err
 	}
 	d, err := decodeStored(ev)
