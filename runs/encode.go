@@ -5,13 +5,24 @@ import (
 	"encoding/json"
 	"slices"
 	"strconv"
+	"time"
 	"unicode/utf8"
 
 	"github.com/drover-run/drover"
 )
 
-// slabSize is the size of the buffers a slabEncoder carves event JSON from.
-const slabSize = 64 << 10
+// slabSize is the largest buffer a slabEncoder carves event JSON from, and
+// minSlab the smallest. A run that fills its slabs within slabFast gets
+// slabs twice as large, up to slabSize; one that takes longer than
+// slabSlow, half as large, down to minSlab: a busy run allocates seldom,
+// and a server running 200 slow runs does not hold 64 KiB for each
+// (issue 12).
+const (
+	slabSize = 64 << 10
+	minSlab  = 4 << 10
+	slabFast = 100 * time.Millisecond
+	slabSlow = time.Second
+)
 
 // slabEncoder encodes events to JSON exactly as json.Marshal does, but
 // carves the results out of shared 64 KiB slabs instead of allocating
@@ -21,7 +32,9 @@ const slabSize = 64 << 10
 // to the ledger.
 type slabEncoder struct {
 	slab []byte
-	last int // where the last Write started in slab
+	last int       // where the last Write started in slab
+	size int       // the size of the next slab; 0: minSlab
+	at   time.Time // when the current slab was started
 	enc  *json.Encoder
 	// scratch is appendEvent's buffer, reused: the event is then copied
 	// into the slab, whose space is known only once it is encoded.
@@ -61,6 +74,22 @@ func (e *slabEncoder) encode(ev drover.Event) ([]byte, error) {
 	// Encode writes once, the value and a newline.
 	data := e.slab[e.last : len(e.slab)-1]
 	return data[:len(data):len(data)], nil
+}
+
+// nextSize returns the size of a new slab, from how long the last one
+// took to fill.
+func (e *slabEncoder) nextSize() int {
+	now := time.Now()
+	switch took := now.Sub(e.at); {
+	case e.size == 0:
+		e.size = minSlab
+	case took < slabFast:
+		e.size = min(2*e.size, slabSize)
+	case took > slabSlow:
+		e.size = max(e.size/2, minSlab)
+	}
+	e.at = now
+	return e.size
 }
 
 // payloadStatus is how a done event's JSON begins its payload.
@@ -106,7 +135,7 @@ func encodeLongDone(ev drover.Event, p drover.DonePayload) (_ []byte, ok bool) {
 // fit (a value larger than a slab gets a slab of its own).
 func (e *slabEncoder) Write(p []byte) (int, error) {
 	if len(e.slab)+len(p) > cap(e.slab) {
-		e.slab = make([]byte, 0, max(slabSize, len(p)))
+		e.slab = make([]byte, 0, max(e.nextSize(), len(p)))
 	}
 	e.last = len(e.slab)
 	e.slab = append(e.slab, p...)

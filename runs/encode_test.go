@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"encoding/json"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/drover-run/drover"
 )
@@ -135,5 +137,26 @@ func TestLongDoneMatchesEncodingJSON(t *testing.T) {
 		if escaped := strings.ContainsAny(string(status), `"\`); ok == escaped {
 			t.Errorf("status %q: encoded by hand %v", status, ok)
 		}
+	}
+}
+
+// A run that fills its slabs fast gets larger ones, up to slabSize; a
+// slow one smaller ones, down to minSlab.
+func TestSlabSizeFollowsTheRunsPace(t *testing.T) {
+	var e slabEncoder
+	var got []int
+	for range 6 {
+		got = append(got, e.nextSize()) // back to back: fast
+	}
+	for range 6 {
+		e.at = time.Now().Add(-2 * slabSlow)
+		got = append(got, e.nextSize())
+	}
+	e.at = time.Now().Add(-(slabFast + slabSlow) / 2) // neither: kept
+	got = append(got, e.nextSize())
+	want := []int{minSlab, 2 * minSlab, 4 * minSlab, 8 * minSlab, slabSize, slabSize,
+		slabSize / 2, slabSize / 4, slabSize / 8, minSlab, minSlab, minSlab, minSlab}
+	if !slices.Equal(got, want) {
+		t.Errorf("slab sizes %v, want %v", got, want)
 	}
 }

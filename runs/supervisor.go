@@ -259,6 +259,18 @@ func New(ctx context.Context, eng *drover.Engine, st store.Store, cfg Config) (*
 	return s, nil
 }
 
+// pendingEvents and pendingCommits bound how far a run may get ahead of
+// its encoder and of the ledger. Each run's channels are allocated whole
+// when it starts (a drover.Event is ~100 bytes): at 1024 and 4096 they
+// were 130 KB per run, 26 MB for a server running 200 (issue 12); these
+// are half that. The encoder drains in bursts (encodeLinger) and a group
+// commit takes all that is queued, so a busy run still has several
+// milliseconds of headroom at 100,000 events/s.
+const (
+	pendingEvents  = 512
+	pendingCommits = 2048
+)
+
 // NewRunID returns a new run id: time-ordered, unique.
 func NewRunID() string {
 	var b [5]byte
@@ -511,7 +523,7 @@ func (s *Supervisor) execute(a *active) {
 		close(a.done)
 	}()
 	rec := &recorder{s: s, a: a, ctx: context.WithoutCancel(a.ctx),
-		pending: make(chan drover.Event, 1024), commits: make(chan (<-chan error), 4096)}
+		pending: make(chan drover.Event, pendingEvents), commits: make(chan (<-chan error), pendingCommits)}
 	// The encoder encodes and queues each event for the ledger, and the
 	// committer wakes readers as each becomes durable, so the run itself
 	// neither encodes nor waits for the disk: on another core, that work

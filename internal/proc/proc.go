@@ -336,7 +336,7 @@ func (p *Process) reap() {
 func (p *Process) copyStderr() {
 	defer p.wg.Done()
 	defer close(p.stderrDone)
-	buf := make([]byte, 32<<10)
+	buf := make([]byte, 4<<10) // stderr is a trickle: its tail only
 	for {
 		n, err := p.stderrR.Read(buf)
 		if n > 0 {
@@ -354,7 +354,11 @@ func (p *Process) copyStdin(src io.Reader) {
 	// A child that exits without reading all of its input makes the copy
 	// fail with EPIPE; that is not a failure of the run, the exit status
 	// tells what happened.
-	_, _ = io.Copy(p.stdinW, src)
+	// A small buffer: what drover writes to a vendor (prompts, answers,
+	// steering) is small and seldom, and a server holds one per run. The
+	// file is hidden behind a plain Writer, or its ReadFrom would copy
+	// through a 32 KiB buffer of its own.
+	_, _ = io.CopyBuffer(struct{ io.Writer }{p.stdinW}, src, make([]byte, 4<<10))
 	_ = p.stdinW.Close()
 }
 
