@@ -23,12 +23,26 @@ import (
 // usage and error come from those alone), so a run does not hold all its
 // events in memory until it ends.
 type turn struct {
-	msgs    []int64 // seqs of the messages after the prompt
+	msgs    []seqSpan // the messages after the prompt, as runs of consecutive seqs
 	calls   []callSeqs
 	orphans map[int]store.ToolCall                     // calls known only from their result or answer, by index in calls
 	open    map[string]int                             // tool use id → index in calls
 	asked   map[string]drover.PermissionRequestPayload // permission requests by tool use id
 	ends    []drover.Event                             // error and done events
+}
+
+// seqSpan is n messages read from the events seq, seq+1, …: a streamed
+// turn's texts follow one another, so a run of a million messages is
+// held as one span, not a million seqs (issue 12).
+type seqSpan struct{ seq, n int64 }
+
+// message adds the message of the event seq.
+func (t *turn) message(seq int64) {
+	if n := len(t.msgs); n > 0 && t.msgs[n-1].seq+t.msgs[n-1].n == seq {
+		t.msgs[n-1].n++
+		return
+	}
+	t.msgs = append(t.msgs, seqSpan{seq, 1})
 }
 
 // callSeqs are the seqs of a tool call's tool_use, tool_result and
@@ -41,7 +55,7 @@ type callSeqs struct {
 func (t *turn) add(ev drover.Event) {
 	switch p := ev.Payload.(type) {
 	case drover.TextPayload:
-		t.msgs = append(t.msgs, ev.Seq)
+		t.message(ev.Seq)
 	case drover.ToolUsePayload:
 		if t.open == nil {
 			t.open = map[string]int{}
@@ -49,10 +63,10 @@ func (t *turn) add(ev drover.Event) {
 		t.open[p.ToolUseID] = len(t.calls)
 		t.calls = append(t.calls, callSeqs{use: ev.Seq})
 	case drover.ToolResultPayload:
-		t.msgs = append(t.msgs, ev.Seq)
+		t.message(ev.Seq)
 		t.calls[t.call(p.ToolUseID, p.ToolName, ev)].result = ev.Seq
 	case drover.SteerPayload:
-		t.msgs = append(t.msgs, ev.Seq)
+		t.message(ev.Seq)
 	case drover.PermissionRequestPayload:
 		if t.asked == nil {
 			t.asked = map[string]drover.PermissionRequestPayload{}
@@ -104,9 +118,11 @@ func (t *turn) result() *drover.Result {
 func (t *turn) record(runID, prompt string, durable int64) ([]store.Message, []store.ToolCall) {
 	msgs := make([]store.Message, 0, 1+len(t.msgs))
 	msgs = append(msgs, store.Message{RunID: runID, Index: 0, Role: "user", Content: prompt})
-	for _, seq := range t.msgs {
-		if seq <= durable {
-			msgs = append(msgs, store.Message{RunID: runID, Index: len(msgs), Seq: seq})
+	next := 1
+	for _, s := range t.msgs {
+		if n := min(s.n, durable-s.seq+1); n > 0 {
+			msgs = append(msgs, store.Message{RunID: runID, Index: next, Seq: s.seq, Span: int(n)})
+			next += int(n)
 		}
 	}
 	calls := make([]store.ToolCall, 0, len(t.calls))

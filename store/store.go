@@ -115,6 +115,14 @@ type Message struct {
 	// whatever the fields say, so the ledger need not store the content
 	// twice. Not part of the JSON form.
 	Seq int64 `json:"-"`
+	// Span, for a message recorded by reference, is how many messages it
+	// stands for: Index, Index+1, … read from the events Seq, Seq+1, …
+	// (a run of consecutive message events, as a long streamed turn is);
+	// 0 and 1 mean one. FinishRun takes spans, so that a run of a million
+	// messages ends without a million entries in memory (issue 12);
+	// Messages returns every message on its own. Not part of the JSON
+	// form.
+	Span int `json:"-"`
 }
 
 // ToolCall is one tool call of a run's turn record (LED-3).

@@ -45,7 +45,7 @@ func TestLED3_TurnRecordViews(t *testing.T) {
 	if err := s.FinishRun(ctx, store.Finish{RunID: "r1", Status: store.StatusCompleted, DoneStatus: drover.StatusSuccess,
 		Messages: []store.Message{
 			{Index: 0, Role: "user", Content: "list the files"},
-			{Index: 1, Seq: 1}, {Index: 2, Seq: 3}, {Index: 3, Seq: 4},
+			{Index: 1, Seq: 1}, {Index: 2, Seq: 3, Span: 2}, // messages 2 and 3: events 3 and 4
 			{Index: 4, Role: "assistant", Content: "given, not referenced"},
 			{Index: 5, Seq: 5},
 		},

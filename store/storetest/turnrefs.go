@@ -56,13 +56,12 @@ func testTurnRecordByReference(t *testing.T, s store.Store) {
 	}
 	f := store.Finish{RunID: "r1", Status: store.StatusCompleted, DoneStatus: drover.StatusSuccess, EndedAt: at(time.Minute),
 		Messages: []store.Message{
-			{RunID: "r1", Index: 4, Seq: 5},
+			{RunID: "r1", Index: 4, Seq: 5, Span: 2}, // messages 4 and 5: events 5 and 6
 			{RunID: "r1", Index: 0, Role: "user", Content: "write hello.txt, then run ls"},
 			{RunID: "r1", Index: 1, Seq: 1, Role: "tool", Content: "ignored"},
 			{RunID: "r1", Index: 2, Seq: 3},
 			{RunID: "r1", Index: 3, Role: "assistant", Content: "given, not referenced"},
-			{RunID: "r1", Index: 5, Seq: 6},
-			{RunID: "r1", Index: 7, Seq: 7},
+			{RunID: "r1", Index: 7, Seq: 7, Span: 1},
 		},
 		ToolCalls: []store.ToolCall{
 			{RunID: "r1", Seq: 4, ResultSeq: 5},
@@ -126,6 +125,11 @@ func testTurnRecordBadReference(t *testing.T, s store.Store) {
 		{ToolCalls: []store.ToolCall{{Seq: 2, ResultSeq: 10}}},
 		{ToolCalls: []store.ToolCall{{Seq: 10}}},
 		{Messages: []store.Message{{Index: 0, Role: "user", Content: "p"}, {Index: 1, Seq: 1}, {Index: 0, Seq: 3}}}, // one Index twice
+		{Messages: []store.Message{{Index: 1, Seq: 5, Span: 6}}},                                                    // a span past the last event
+		{Messages: []store.Message{{Index: 1, Seq: 1, Span: 3}, {Index: 3, Seq: 5}}},                                // index 3 in a span and on its own
+		{Messages: []store.Message{{Index: 5, Seq: 5}, {Index: 1, Seq: 1, Span: 5}}},                                // the same, out of order
+		{Messages: []store.Message{{Index: 1, Role: "assistant", Content: "x", Span: 2}}},                           // a span without a reference
+		{Messages: []store.Message{{Index: 1, Seq: 1, Span: -1}}},
 	} {
 		f.RunID, f.Status, f.EndedAt = "r1", store.StatusCompleted, at(time.Minute)
 		wantErr(t, "FinishRun with a bad reference", s.FinishRun(ctx, f), store.ErrConflict)

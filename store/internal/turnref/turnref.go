@@ -4,8 +4,9 @@
 // is kept as the seqs of those events rather than as a copy: copying
 // every text and tool output of a run at its end cost about as much as
 // recording the events themselves. All of a run's references are two JSON
-// arrays in one row: messages as [index, seq] pairs, tool calls as
-// callRef objects. Entries without a reference are stored as given, in
+// arrays in one row: messages as [index, seq] pairs, or [index, seq, n]
+// for n consecutive messages read from n consecutive events
+// (store.Message.Span), tool calls as callRef objects. Entries without a reference are stored as given, in
 // the backend's own tables; Merge* put the two kinds back together.
 package turnref
 
@@ -87,11 +88,14 @@ func Split(f store.Finish) (msgs []store.Message, calls []OrdCall, refs Refs, er
 	var mbuf []byte
 	for _, m := range f.Messages {
 		if m.Seq == 0 {
+			if m.Span > 1 {
+				return nil, nil, refs, fmt.Errorf("message %d spans %d messages without a reference: %w", m.Index, m.Span, store.ErrConflict)
+			}
 			msgs = append(msgs, m)
 			continue
 		}
-		if m.Seq < 0 {
-			return nil, nil, refs, fmt.Errorf("message %d refers to seq %d: %w", m.Index, m.Seq, store.ErrConflict)
+		if m.Seq < 0 || m.Span < 0 {
+			return nil, nil, refs, fmt.Errorf("message %d refers to seq %d (span %d): %w", m.Index, m.Seq, m.Span, store.ErrConflict)
 		}
 		if mbuf == nil {
 			mbuf = append(make([]byte, 0, 16*len(f.Messages)), '[')
@@ -102,8 +106,12 @@ func Split(f store.Finish) (msgs []store.Message, calls []OrdCall, refs Refs, er
 		mbuf = strconv.AppendInt(mbuf, int64(m.Index), 10)
 		mbuf = append(mbuf, ',')
 		mbuf = strconv.AppendInt(mbuf, m.Seq, 10)
+		if m.Span > 1 {
+			mbuf = append(mbuf, ',')
+			mbuf = strconv.AppendInt(mbuf, int64(m.Span), 10)
+		}
 		mbuf = append(mbuf, ']')
-		refs.MaxSeq = max(refs.MaxSeq, m.Seq)
+		refs.MaxSeq = max(refs.MaxSeq, m.Seq+int64(span(m))-1)
 	}
 	if mbuf != nil {
 		refs.Messages = append(mbuf, ']')
@@ -165,10 +173,20 @@ func (r callRef) appendJSON(b []byte) ([]byte, error) {
 	return append(b, '}'), nil
 }
 
+// span is how many messages m stands for.
+func span(m store.Message) int {
+	if m.Seq != 0 && m.Span > 1 {
+		return m.Span
+	}
+	return 1
+}
+
+// uniqueIndexes checks that no message index appears twice, a span
+// counting for each index it stands for.
 func uniqueIndexes(ms []store.Message) error {
 	sorted := true
 	for i := 1; i < len(ms); i++ {
-		if ms[i].Index <= ms[i-1].Index {
+		if ms[i].Index < ms[i-1].Index+span(ms[i-1]) {
 			sorted = false
 			break
 		}
@@ -176,14 +194,11 @@ func uniqueIndexes(ms []store.Message) error {
 	if sorted {
 		return nil
 	}
-	idx := make([]int, len(ms))
-	for i, m := range ms {
-		idx[i] = m.Index
-	}
-	slices.Sort(idx)
-	for i := 1; i < len(idx); i++ {
-		if idx[i] == idx[i-1] {
-			return fmt.Errorf("message index %d appears twice: %w", idx[i], store.ErrConflict)
+	byIndex := slices.Clone(ms)
+	slices.SortFunc(byIndex, func(a, b store.Message) int { return cmp.Compare(a.Index, b.Index) })
+	for i := 1; i < len(byIndex); i++ {
+		if prev := byIndex[i-1]; byIndex[i].Index < prev.Index+span(prev) {
+			return fmt.Errorf("message index %d appears twice: %w", byIndex[i].Index, store.ErrConflict)
 		}
 	}
 	return nil
@@ -251,9 +266,23 @@ func Messages(runID string, js []byte, parts Parts) ([]store.Message, error) {
 	if len(js) == 0 {
 		return nil, nil
 	}
-	var pairs [][2]int64
-	if err := json.Unmarshal(js, &pairs); err != nil {
+	var entries [][]int64
+	if err := json.Unmarshal(js, &entries); err != nil {
 		return nil, fmt.Errorf("turn refs: %w", err)
+	}
+	// [index, seq] is one message, [index, seq, n] n of them.
+	var pairs [][2]int64
+	for _, e := range entries {
+		switch {
+		case len(e) == 2:
+			pairs = append(pairs, [2]int64{e[0], e[1]})
+		case len(e) == 3 && e[2] > 0:
+			for k := range e[2] {
+				pairs = append(pairs, [2]int64{e[0] + k, e[1] + k})
+			}
+		default:
+			return nil, fmt.Errorf("turn refs: message entry %v is not [index, seq] or [index, seq, n]", e)
+		}
 	}
 	seqs := make([]int64, len(pairs))
 	for i, p := range pairs {
