@@ -36,6 +36,7 @@ func buildDrover(t *testing.T) string {
 	}
 	out := filepath.Join(t.TempDir(), "drover")
 	cmd := exec.Command(gocmd, "build", "-o", out, "github.com/drover-run/drover/cmd/drover")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0") // as scripts/bench builds it
 	if b, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("go build ./cmd/drover: %v\n%s", err, b)
 	}
