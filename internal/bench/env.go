@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"syscall"
@@ -234,11 +235,26 @@ func doneStatus(line []byte) string {
 // maxRSS is a finished process's peak resident set in bytes, as wait4
 // reported it: on Linux the larger of the process's own peak and that of
 // any descendant it waited for (RUSAGE_BOTH semantics), not their sum.
+// It also counts the peak of the memory the process replaced when it
+// exec'd: Go starts a child sharing this harness's memory (vfork), so the
+// harness's own peak is carried into the child's. resetPeakRSS before
+// each start keeps that to the harness's current, small footprint.
 func maxRSS(ps *os.ProcessState) int64 {
 	if ru, ok := ps.SysUsage().(*syscall.Rusage); ok {
 		return ru.Maxrss << 10
 	}
 	return 0
+}
+
+// resetPeakRSS returns the harness's free memory to the system and resets
+// its peak resident set to what it holds now (clear_refs 5, Linux 4.0+),
+// so that a child started next does not inherit the peak of an earlier
+// measurement (reading a 10 MB gemini result, say; see maxRSS): before
+// this, a claude run measured right after a gemini run reported 57 MB,
+// on its own 33 MB.
+func resetPeakRSS() {
+	debug.FreeOSMemory()
+	_ = os.WriteFile("/proc/self/clear_refs", []byte("5"), 0)
 }
 
 // procStatus reads a field of /proc/PID/status in bytes (VmHWM, VmRSS).

@@ -75,6 +75,7 @@ func (e *Env) RunDrover(ctx context.Context, shape Shape, n, textChars int, drov
 	if err != nil {
 		return Sample{}, err
 	}
+	resetPeakRSS()
 	start := time.Now()
 	if err := c.Start(); err != nil {
 		return Sample{}, err
