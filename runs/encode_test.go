@@ -160,3 +160,14 @@ func TestSlabSizeFollowsTheRunsPace(t *testing.T) {
 		t.Errorf("slab sizes %v, want %v", got, want)
 	}
 }
+
+// BenchmarkAppendString encodes streamed text as JSON strings (mostly
+// plain ASCII, some escapes and UTF-8), the bulk of what drover encodes.
+func BenchmarkAppendString(b *testing.B) {
+	s := strings.Repeat(`The quick brown fox jumps over the lazy dog; "quoted" <b>é</b>`+"\n", 20)
+	buf := make([]byte, 0, 4*len(s))
+	b.SetBytes(int64(len(s)))
+	for b.Loop() {
+		buf = appendString(buf[:0], s)
+	}
+}
