@@ -65,6 +65,12 @@ func TestTextChunkLineAgreesWithGeneralPath(t *testing.T) {
 		`{"jsonrpc":"2.0","id":9,"method":"session/update","params":{"sessionId":"s1","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"a request"}}}}`,
 		upd(`{"sessionUpdate":"agent_thought_chunk","content":{"type":"text","text":"after text"}}`),
 		upd(`{"sessionUpdate":"tool_call","toolCallId":"c","title":"agent_message_chunk","kind":"execute","status":"in_progress"}`),
+		upd(`{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"dup","text":"licate"}}`),
+		upd(`{"sessionUpdate":"agent_message_chunk","content":{"Type":"text","TEXT":"cased names"}}`),
+		upd("{\"sessionUpdate\":\"agent_message_chunk\",\"content\":{\"type\":\"text\",\"text\":\"bad \xff utf-8\"}}"),
+		`{"jsonrpc":"2.0","id":"","method":"session/update","params":{"update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"empty id"}}}}`,
+		`{"jsonrpc":"2.0","id":null,"method":"session/update","params":{"update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"null id"}}}}`,
+		`{"jsonrpc":"2.0","ID":7,"Method":"session/update","params":{"update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"cased id"}}}}`,
 		upd(`{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"last"}}`),
 		`{"jsonrpc":"2.0","id":3,"result":{"stopReason":"end_turn"}}`,
 	}
@@ -89,8 +95,8 @@ func TestTextChunkLineAgreesWithGeneralPath(t *testing.T) {
 				t.Errorf("partial %v, %s:\n one pass %v (%v)\n general  %v (%v)", partial, l, a, errA, b, errB)
 			}
 		}
-		if taken != 8 {
-			t.Errorf("one-pass decoding took %d lines, want the 8 plain text chunks", taken)
+		if taken != 12 {
+			t.Errorf("one-pass decoding took %d lines, want the 12 text chunks without an id", taken)
 		}
 		a, _ := fast.Finish(runner.Exit{})
 		b, _ := general.Finish(runner.Exit{})
