@@ -45,31 +45,6 @@ func workerProfiles(names []string) ([]drover.Profile, error) {
 	return ps, nil
 }
 
-// startLimitedWorker runs a worker that serves agent limited with its own
-// engine, as a worker on another host would.
-func startLimitedWorker(t *testing.T, url string, cfg worker.Config) {
-	t.Helper()
-	st := open(t, url)
-	reg := drover.NewRegistry()
-	if err := reg.Register(limitedAgent()); err != nil {
-		t.Fatal(err)
-	}
-	sup, err := runs.New(context.Background(), drover.NewEngine(reg), st, runs.Config{Owner: worker.Owner(cfg.ID), Poll: 50 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- worker.Run(ctx, st, sup, cfg) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Error(err)
-		}
-		sup.Close()
-	})
-}
-
 // attemptsOf returns the profiles of the attempts a run's done event lists.
 func attemptsOf(t *testing.T, st store.Store, id string) []string {
 	t.Helper()
@@ -102,8 +77,8 @@ func TestFAIL1_CooldownsSharedByWorkers(t *testing.T) {
 	st := open(t, url)
 	sup := client(t, st)
 	ctx := context.Background()
-	startLimitedWorker(t, url, worker.Config{ID: "one", Agents: []string{"limited"}, Labels: []string{"one"}, Lease: 2 * time.Second, Profiles: workerProfiles})
-	startLimitedWorker(t, url, worker.Config{ID: "two", Agents: []string{"limited"}, Labels: []string{"two"}, Lease: 2 * time.Second, Profiles: workerProfiles})
+	startWorker(t, url, worker.Config{ID: "one", Agents: []string{"limited"}, Labels: []string{"one"}, Lease: 2 * time.Second, Profiles: workerProfiles})
+	startWorker(t, url, worker.Config{ID: "two", Agents: []string{"limited"}, Labels: []string{"two"}, Lease: 2 * time.Second, Profiles: workerProfiles})
 	// What a client sends: the profiles with their secrets (its own).
 	chain := &drover.Failover{Profiles: []drover.Profile{
 		{Name: "a", Env: map[string]string{"API_KEY": "client-secret-a"}},
@@ -151,8 +126,8 @@ func TestFAIL1_WorkerWithoutTheProfilesFailsTheRun(t *testing.T) {
 	st := open(t, url)
 	sup := client(t, st)
 	ctx := context.Background()
-	startLimitedWorker(t, url, worker.Config{ID: "bare", Agents: []string{"limited"}, Labels: []string{"bare"}, Lease: 2 * time.Second})
-	startLimitedWorker(t, url, worker.Config{ID: "some", Agents: []string{"limited"}, Labels: []string{"some"}, Lease: 2 * time.Second, Profiles: workerProfiles})
+	startWorker(t, url, worker.Config{ID: "bare", Agents: []string{"limited"}, Labels: []string{"bare"}, Lease: 2 * time.Second})
+	startWorker(t, url, worker.Config{ID: "some", Agents: []string{"limited"}, Labels: []string{"some"}, Lease: 2 * time.Second, Profiles: workerProfiles})
 	for _, tc := range []struct{ label, profile, want string }{
 		{"bare", "b", "worker bare has none configured"},
 		{"some", "missing", `worker some: credential profiles: no profile "missing"`},
