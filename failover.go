@@ -137,7 +137,8 @@ type cooldown struct {
 // worker on one PostgreSQL ledger skips the credentials any of them found
 // rate limited. Durations, not instants, cross it, so machines whose
 // clocks disagree still agree on how long is left. Keys name a profile,
-// agent and model, never a secret. store/postgres implements it.
+// agent and model, never a secret. store/sqlite and store/postgres
+// implement it.
 type CooldownStore interface {
 	// CoolDown records that key cools down for d after a failure with
 	// code; a cooldown already recorded that ends later is kept.
