@@ -67,6 +67,16 @@ func agents() []*agent {
 			y(drover.Event{Type: drover.TypeError, Payload: drover.ErrorPayload{Code: drover.CodeModelError, Message: "model fell over"}}, nil)
 			y(done(drover.StatusError), nil)
 		}},
+		// keyed says whether its credential is the server's profile a.
+		{id: "keyed", run: func(_ context.Context, req drover.Request, y func(drover.Event, error) bool) {
+			says := "another key"
+			if req.Options.Env["API_KEY"] == "server-secret-a" {
+				says = "the server's key of profile a"
+			}
+			if y(text(says), nil) {
+				y(done(drover.StatusSuccess), nil)
+			}
+		}},
 		{id: "hang", run: func(ctx context.Context, _ drover.Request, y func(drover.Event, error) bool) {
 			if y(text("working"), nil) {
 				<-ctx.Done()

@@ -37,6 +37,14 @@ type Config struct {
 	// started ("drover serve --fakemodel" points every run at its model
 	// server this way). It must only add to what the client asked for.
 	Defaults func(*drover.Options)
+	// Profiles, when set, resolves the credential profiles a run's
+	// failover names by name only (a profile with neither env nor config
+	// directory) from the server's own configuration ("drover serve": its
+	// profiles file), so a client names profiles without holding their
+	// secrets. Profiles given with credentials are used as given. Unset,
+	// name-only profiles go to the supervisor as they are (a queueing
+	// server's workers resolve them).
+	Profiles func(names []string) ([]drover.Profile, error)
 	// AllowAutonomous lets clients start runs in the autonomous tier (no
 	// prompts, no containment); without it such a run is refused with
 	// BOUNDARY_VIOLATION. The server's operator decides (drover serve
@@ -106,6 +114,9 @@ func (s *Server) Run(ctx context.Context, p RunParams) (*RunResult, error) {
 	if s.cfg.Defaults != nil {
 		s.cfg.Defaults(&opts)
 	}
+	if err := s.resolveProfiles(&opts); err != nil {
+		return nil, err
+	}
 	if opts.EffectiveTier() == drover.TierAutonomous && !s.cfg.AllowAutonomous {
 		return nil, errorf(CodeBoundaryViolation, "tier autonomous is refused by this server: its operator can allow it (drover serve --allow-autonomous)")
 	}
@@ -115,6 +126,36 @@ func (s *Server) Run(ctx context.Context, p RunParams) (*RunResult, error) {
 		return nil, startError(err)
 	}
 	return &started, nil
+}
+
+// resolveProfiles replaces the name-only profiles of opts' failover with
+// the server's own of those names (Config.Profiles).
+func (s *Server) resolveProfiles(opts *drover.Options) error {
+	if s.cfg.Profiles == nil || opts.Failover == nil {
+		return nil
+	}
+	var names []string
+	for _, p := range opts.Failover.Profiles {
+		if len(p.Env) == 0 && p.ConfigDir == "" {
+			names = append(names, p.Name)
+		}
+	}
+	if len(names) == 0 {
+		return nil
+	}
+	resolved, err := s.cfg.Profiles(names)
+	if err != nil {
+		return errorf(CodeValidation, "failover profiles: %v", err)
+	}
+	fo := *opts.Failover
+	fo.Profiles = slices.Clone(fo.Profiles)
+	for i, p := range fo.Profiles {
+		if len(p.Env) == 0 && p.ConfigDir == "" {
+			fo.Profiles[i], resolved = resolved[0], resolved[1:]
+		}
+	}
+	opts.Failover = &fo
+	return nil
 }
 
 // startError classifies an error of runs.Supervisor.Start.

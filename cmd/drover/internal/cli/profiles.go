@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/drover-run/drover"
 	"github.com/drover-run/drover/builtin"
 	"github.com/drover-run/drover/internal/config"
 	"github.com/spf13/cobra"
@@ -202,4 +203,15 @@ func configuredProfiles() (string, map[string]config.Profile, error) {
 	}
 	profiles, err := config.LoadProfiles(path)
 	return path, profiles, err
+}
+
+// resolveProfiles returns the profiles of names from drover's profiles
+// file, with their secrets: how a worker and a server run the profiles a
+// run names.
+func resolveProfiles(names []string) ([]drover.Profile, error) {
+	path, err := config.ProfilesFile()
+	if err != nil {
+		return nil, err
+	}
+	return config.ResolveProfiles(path, names)
 }

@@ -99,6 +99,11 @@ and exits 130; a second one kills every agent process group at once.`,
 				rcfg.Queue = queueWanted{}
 			}
 			pcfg := protocol.Config{Logger: e.log, AllowAutonomous: allowAutonomous}
+			if !queue {
+				// A queueing server leaves names to its workers, which
+				// run them with their own profiles.
+				pcfg.Profiles = resolveProfiles
+			}
 			if fake != nil {
 				apply, stop, err := fake.start(e, true)
 				if err != nil {

@@ -14,7 +14,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/drover-run/drover"
 	"github.com/drover-run/drover/builtin"
 	"github.com/drover-run/drover/internal/config"
 	"github.com/drover-run/drover/runs"
@@ -99,13 +98,7 @@ SIGINT or SIGTERM stops claiming, cancels the runs going on and exits 130.`,
 			}
 			defer stopFake()
 			wcfg := worker.Config{ID: id, Agents: agents, Labels: labels, Limit: limit, Lease: lease, Defaults: apply, Logger: e.log,
-				Profiles: func(names []string) ([]drover.Profile, error) {
-					path, err := config.ProfilesFile()
-					if err != nil {
-						return nil, err
-					}
-					return config.ResolveProfiles(path, names)
-				}}
+				Profiles: resolveProfiles}
 			st, loc, err := openLedger(ctx, loc, false)
 			if err != nil {
 				return err
