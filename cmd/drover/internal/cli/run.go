@@ -426,12 +426,19 @@ func planRun(ctx context.Context, e *env, f *runFlags, args []string) (*runPlan,
 
 // failoverOf is the failover chain of --profile, --model-fallback and
 // --fallback, nil when none is given; the profiles are read from drover's
-// profiles file, with their secrets.
+// profiles file, with their secrets. A queued run's profiles are names
+// alone: the workers run them with their own profiles of those names.
 func failoverOf(f *runFlags) (*drover.Failover, error) {
 	if len(f.profiles) == 0 && len(f.modelFallback) == 0 && len(f.fallback) == 0 {
 		return nil, nil
 	}
 	fo := &drover.Failover{Models: f.modelFallback, Agents: f.fallback}
+	if f.queue {
+		for _, n := range f.profiles {
+			fo.Profiles = append(fo.Profiles, drover.Profile{Name: n})
+		}
+		return fo, nil
+	}
 	if len(f.profiles) > 0 {
 		path, err := config.ProfilesFile()
 		if err != nil {
