@@ -25,7 +25,7 @@ const (
 )
 
 // slabEncoder encodes events to JSON exactly as json.Marshal does, but
-// carves the results out of shared 64 KiB slabs instead of allocating
+// carves the results out of shared slabs (4-64 KiB) instead of allocating
 // each: every allocation brings the next garbage collection nearer, and
 // collections slow the agent's event path. A result is never written again
 // once returned (a full slab is replaced, not reused), so it may be handed
