@@ -6,8 +6,9 @@
 // recording the events themselves. All of a run's references are two JSON
 // arrays in one row: messages as [index, seq] pairs, or [index, seq, n]
 // for n consecutive messages read from n consecutive events
-// (store.Message.Span), tool calls as callRef objects. Entries without a reference are stored as given, in
-// the backend's own tables; Merge* put the two kinds back together.
+// (store.Message.Span), tool calls as callRef objects. Entries without a
+// reference are stored as given, in the backend's own tables; Merge* put
+// the two kinds back together.
 package turnref
 
 import (
