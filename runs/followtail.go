@@ -16,7 +16,7 @@ const tailMax = 1024
 
 // tailAge is how long an event stays in the tail. A follower keeping up
 // is milliseconds behind; what the tail holds longer only keeps memory
-// (and the 64 KiB slabs its events point into) alive: 200 slow runs held
+// (and the slabs its events point into) alive: 200 slow runs held
 // ~20 MB more with a count alone.
 const tailAge = time.Second
 
