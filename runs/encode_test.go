@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"math/rand/v2"
+	"runtime/metrics"
 	"slices"
 	"strings"
 	"testing"
@@ -169,5 +170,42 @@ func BenchmarkAppendString(b *testing.B) {
 	b.SetBytes(int64(len(s)))
 	for b.Loop() {
 		buf = appendString(buf[:0], s)
+	}
+}
+
+// An event whose text is longer than collectAbove is encoded after a
+// collection that returns the garbage of the text's growth to the system
+// (issue 12); a short one is not.
+func TestLongTextCollectedBeforeEncoding(t *testing.T) {
+	forced := []metrics.Sample{{Name: "/gc/cycles/forced:gc-cycles"}}
+	count := func() uint64 {
+		metrics.Read(forced)
+		return forced[0].Value.Uint64()
+	}
+	long := strings.Repeat("x", collectAbove+1)
+	for _, c := range []struct {
+		ev      drover.Event
+		collect bool
+	}{
+		{drover.Event{Type: drover.TypeText, Payload: drover.TextPayload{Content: "short"}}, false},
+		{drover.Event{Type: drover.TypeText, Payload: drover.TextPayload{Content: long}}, true},
+		{drover.Event{Type: drover.TypeThinking, Payload: drover.ThinkingPayload{Summary: long}}, true},
+		{drover.Event{Type: drover.TypeToolResult, Payload: drover.ToolResultPayload{Output: long}}, true},
+		{drover.Event{Type: drover.TypeDone, Payload: drover.DonePayload{Status: drover.StatusSuccess, Result: long}}, true},
+		{drover.Event{Type: drover.TypeDone, Payload: drover.DonePayload{Status: drover.StatusSuccess, Result: long[:collectAbove]}}, false},
+	} {
+		var e slabEncoder
+		before := count()
+		b, err := e.encode(c.ev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := count() > before; got != c.collect {
+			t.Errorf("%s of %d bytes: collected first %v, want %v", c.ev.Type, len(b), got, c.collect)
+		}
+		want, _ := json.Marshal(c.ev)
+		if !bytes.Equal(b, want) {
+			t.Errorf("%s: JSON differs from encoding/json's", c.ev.Type)
+		}
 	}
 }
