@@ -6,6 +6,7 @@ import (
 	"runtime/debug"
 	"slices"
 	"strconv"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -106,6 +107,21 @@ func longText(ev drover.Event) int {
 	}
 	return 0
 }
+
+// warmEncoders has encoding/json build its encoder of an event with each
+// payload drover defines, once per process. encoding/json builds a type's
+// encoder the first time it meets the type: for a run's first event (init,
+// which appendEvent leaves to it) that took ~0.6 ms, all of it between the
+// vendor's first line and the event (issue 12: first event ≤ 2 ms). The
+// recorder's encoder calls it as it starts, while the vendor is starting.
+var warmEncoders = sync.OnceFunc(func() {
+	for _, p := range []any{drover.InitPayload{}, drover.ToolUsePayload{Input: map[string]any{}},
+		drover.ToolResultPayload{}, drover.PermissionRequestPayload{Input: map[string]any{}}, drover.ErrorPayload{},
+		drover.DonePayload{}, drover.PermissionWithdrawnPayload{}, drover.PermissionAnswerPayload{},
+		drover.SteerPayload{}, drover.InterruptPayload{}, json.RawMessage(`{}`)} {
+		_, _ = json.Marshal(drover.Event{Payload: p, Metadata: map[string]any{}})
+	}
+})
 
 // nextSize returns the size of a new slab, from how long the last one
 // took to fill.

@@ -176,7 +176,7 @@ func BenchmarkAppendString(b *testing.B) {
 // An event whose text is longer than collectAbove is encoded after a
 // collection that returns the garbage of the text's growth to the system
 // (issue 12); a short one is not.
-func TestLongTextCollectedBeforeEncoding(t *testing.T) {
+func TestPERF2_LongTextCollectedBeforeEncoding(t *testing.T) {
 	forced := []metrics.Sample{{Name: "/gc/cycles/forced:gc-cycles"}}
 	count := func() uint64 {
 		metrics.Read(forced)

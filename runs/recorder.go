@@ -38,6 +38,7 @@ const encodeLinger = time.Millisecond
 // for the ledger, in seq order; it closes commits when pending is closed.
 func (r *recorder) encode() {
 	defer close(r.commits)
+	warmEncoders()
 	last := 0 // events in the previous burst
 	for ev := range r.pending {
 		r.queue(ev)

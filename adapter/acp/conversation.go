@@ -267,6 +267,14 @@ func (c *Conversation) Pass(in drover.LiveInput) ([]byte, error) {
 	return nil, errors.New("empty live input")
 }
 
+var (
+	warmMessage               = runner.WarmDecoders(new(message), new(chunkLine))
+	_           runner.Warmer = (*Conversation)(nil)
+)
+
+// Warm implements runner.Warmer.
+func (c *Conversation) Warm() { warmMessage() }
+
 // Translate implements runner.Translator for one JSON-RPC line. Until the
 // session is known its events are held (a session/load the agent rejects
 // yields nothing); they follow the init event.

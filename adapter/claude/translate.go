@@ -145,6 +145,14 @@ func newTranslator(s runner.Stamp, resume bool) *translator {
 		results: map[string]bool{}, denied: map[string]bool{}}
 }
 
+var (
+	warmLine               = runner.WarmDecoders(new(line))
+	_        runner.Warmer = (*translator)(nil)
+)
+
+// Warm implements runner.Warmer.
+func (t *translator) Warm() { warmLine() }
+
 // Translate implements runner.Translator: one native line → events. A line
 // that is not a JSON object with a type is an error (skipped by the runner).
 func (t *translator) Translate(raw []byte) ([]drover.Event, error) {

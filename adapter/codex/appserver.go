@@ -242,6 +242,14 @@ func (c *conversation) Finished() bool {
 	return c.turnDone || c.resumeRejected || c.startErr != nil
 }
 
+var (
+	warmMessage               = runner.WarmDecoders(new(rpcMessage))
+	_           runner.Warmer = (*conversation)(nil)
+)
+
+// Warm implements runner.Warmer.
+func (c *conversation) Warm() { warmMessage() }
+
 // Translate implements runner.Translator for one JSON-RPC line. Until the
 // thread is known nothing is returned (a rejected resume must yield
 // nothing); what came before follows the synthesized init.

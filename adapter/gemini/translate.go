@@ -100,6 +100,14 @@ func (t *translator) initEvent(model string) drover.Event {
 	return t.Init(model, t.cfg.cwd, t.cfg.tools, runner.SessionMeta(t.vendorSess))
 }
 
+var (
+	warmLine               = runner.WarmDecoders(new(line))
+	_        runner.Warmer = (*translator)(nil)
+)
+
+// Warm implements runner.Warmer.
+func (t *translator) Warm() { warmLine() }
+
 // Translate implements runner.Translator: one native line → events. A line
 // that is not a JSON object with a type is an error (skipped by the runner).
 func (t *translator) Translate(raw []byte) ([]drover.Event, error) {

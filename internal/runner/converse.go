@@ -60,6 +60,9 @@ func (a *attemptRun) converse(ctx context.Context, conv Conversation, live drove
 	}()
 
 	in.Write(open)
+	// While the vendor starts up and reads its opening (the reader above
+	// waits for its first line meanwhile).
+	a.warm()
 	var ready <-chan struct{}
 	if live != nil {
 		ready = live.Ready()

@@ -508,3 +508,55 @@ func TestInputQueue(t *testing.T) {
 		t.Fatalf("after close: %q, %v", b, err)
 	}
 }
+
+// warmTranslator is a convTranslator that counts its warm-ups and notes
+// whether the first line came after one.
+type warmTranslator struct {
+	*convTranslator
+	warmed, lines int
+	warmFirst     bool
+}
+
+func (w *warmTranslator) Warm() { w.warmed++ }
+
+func (w *warmTranslator) Translate(line []byte) ([]drover.Event, error) {
+	if w.lines == 0 {
+		w.warmFirst = w.warmed > 0
+	}
+	w.lines++
+	return w.convTranslator.Translate(line)
+}
+
+// TestPERF1_TranslatorWarmedBeforeFirstLine: a Translator that is a Warmer
+// is warmed once per process started, before it translates the vendor's
+// first line, in a one-shot run and in a conversation alike.
+func TestPERF1_TranslatorWarmedBeforeFirstLine(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		mode   string
+		launch func(*Launch)
+		cancel string // a text after which the run is cancelled
+	}{
+		{name: "one-shot", mode: "reject"},
+		{name: "conversation", mode: "chat", launch: func(l *Launch) { l.Converse, l.Stdin = true, "" }, cancel: "pong received"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var w *warmTranslator
+			hooks := &convHooks{mode: c.mode, launch: func(l *Launch) {
+				if c.launch != nil {
+					c.launch(l)
+				}
+				w = &warmTranslator{convTranslator: l.Translator.(*convTranslator)}
+				l.Translator = w
+			}}
+			converseWith(t, hooks, 0, drover.Options{}, func(ev drover.Event, cancel context.CancelFunc) {
+				if p, _ := ev.Payload.(drover.TextPayload); c.cancel != "" && p.Content == c.cancel {
+					cancel()
+				}
+			})
+			if w == nil || w.lines == 0 || !w.warmFirst || w.warmed != 1 {
+				t.Fatalf("translator %+v: want warmed once, before its first line", w)
+			}
+		})
+	}
+}

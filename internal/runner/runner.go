@@ -312,6 +312,7 @@ type attemptRun struct {
 // given, until its stdout ends. It reports whether to go on to the
 // process's end (false: the consumer stopped, or reading failed).
 func (a *attemptRun) oneShot() bool {
+	a.warm()
 	for raw, err := range a.p.Lines() {
 		if err != nil {
 			if !a.readError(err) {
