@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"runtime/debug"
+	"runtime/metrics"
 	"slices"
 	"strconv"
 	"sync"
@@ -45,14 +46,8 @@ type slabEncoder struct {
 }
 
 func (e *slabEncoder) encode(ev drover.Event) ([]byte, error) {
-	if longText(ev) > collectAbove {
-		// A text this long was built by growing a buffer (an adapter
-		// joining a streamed message's chunks): the heap has grown by a
-		// few times its size, and the event's JSON would grow it by its
-		// size once more. Collecting and returning the free memory first
-		// kept a 10 MB final text's run 20 MB smaller (issue 12). It costs
-		// milliseconds, at the few events of a run this large.
-		debug.FreeOSMemory()
+	if n := longText(ev); n > collectAbove {
+		collectForLongText(n)
 	}
 	if b, ok := appendEvent(e.scratch[:0], ev); ok {
 		if len(b) > slabSize {
@@ -88,9 +83,29 @@ func (e *slabEncoder) encode(ev drover.Event) ([]byte, error) {
 }
 
 // collectAbove is the length of an event's text above which the encoder
-// collects garbage and returns free memory to the system before encoding
-// it.
+// may collect garbage and return free memory to the system before
+// encoding it (see collectForLongText).
 const collectAbove = 1 << 20
+
+// collectForLongText collects garbage and returns free memory to the
+// system before an event with a text of n bytes is encoded, if n is at
+// least a quarter of the live heap. A text this long was built by growing
+// a buffer (an adapter joining a streamed message's chunks, a reader
+// joining a long line): the heap has grown by a few times its size, and
+// the event's JSON would grow it by its size once more. Collecting first
+// kept a 10 MB final text's run 20 MB smaller (issue 12). The bound keeps
+// the cost in proportion: the collector runs anyway each time the heap
+// grows by its live size, so such a text costs at most a few collections
+// more, and a server with a large heap does not collect for every long
+// tool output of its runs.
+func collectForLongText(n int) {
+	live := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
+	metrics.Read(live)
+	if live[0].Value.Kind() == metrics.KindUint64 && uint64(n) < live[0].Value.Uint64()/4 {
+		return
+	}
+	debug.FreeOSMemory()
+}
 
 // longText is the length of the one string of ev's payload that may be
 // long: a message, a thought, a tool's output or a final result.

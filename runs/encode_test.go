@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"math/rand/v2"
+	"runtime"
 	"runtime/metrics"
 	"slices"
 	"strings"
@@ -173,16 +174,32 @@ func BenchmarkAppendString(b *testing.B) {
 	}
 }
 
-// An event whose text is longer than collectAbove is encoded after a
-// collection that returns the garbage of the text's growth to the system
-// (issue 12); a short one is not.
+// An event whose text is longer than collectAbove, and at least a quarter
+// of the live heap, is encoded after a collection that returns the garbage
+// of the text's growth to the system (issue 12); a short one, or one small
+// beside a large live heap, is not.
 func TestPERF2_LongTextCollectedBeforeEncoding(t *testing.T) {
 	forced := []metrics.Sample{{Name: "/gc/cycles/forced:gc-cycles"}}
 	count := func() uint64 {
 		metrics.Read(forced)
 		return forced[0].Value.Uint64()
 	}
-	long := strings.Repeat("x", collectAbove+1)
+	encode := func(ev drover.Event) (collected bool) {
+		t.Helper()
+		var e slabEncoder
+		runtime.GC() // the live heap: long and the test, not the last case's JSON
+		before := count()
+		b, err := e.encode(ev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		collected = count() > before
+		if want, _ := json.Marshal(ev); !bytes.Equal(b, want) {
+			t.Errorf("%s: JSON differs from encoding/json's", ev.Type)
+		}
+		return collected
+	}
+	long := strings.Repeat("x", 8<<20)
 	for _, c := range []struct {
 		ev      drover.Event
 		collect bool
@@ -194,18 +211,15 @@ func TestPERF2_LongTextCollectedBeforeEncoding(t *testing.T) {
 		{drover.Event{Type: drover.TypeDone, Payload: drover.DonePayload{Status: drover.StatusSuccess, Result: long}}, true},
 		{drover.Event{Type: drover.TypeDone, Payload: drover.DonePayload{Status: drover.StatusSuccess, Result: long[:collectAbove]}}, false},
 	} {
-		var e slabEncoder
-		before := count()
-		b, err := e.encode(c.ev)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got := count() > before; got != c.collect {
-			t.Errorf("%s of %d bytes: collected first %v, want %v", c.ev.Type, len(b), got, c.collect)
-		}
-		want, _ := json.Marshal(c.ev)
-		if !bytes.Equal(b, want) {
-			t.Errorf("%s: JSON differs from encoding/json's", c.ev.Type)
+		if got := encode(c.ev); got != c.collect {
+			t.Errorf("%s of %d bytes: collected first %v, want %v", c.ev.Type, longText(c.ev), got, c.collect)
 		}
 	}
+	// Beside a live heap more than four times its size, a long text does
+	// not bring a collection.
+	ballast := make([]byte, 256<<20)
+	if encode(drover.Event{Type: drover.TypeText, Payload: drover.TextPayload{Content: long[:collectAbove+1]}}) {
+		t.Error("a 1 MB text beside a 256 MB live heap brought a collection")
+	}
+	runtime.KeepAlive(ballast)
 }
