@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -94,12 +95,17 @@ func printJSON(w io.Writer, v any) {
 // spawnGrandchild starts this binary again in mode, sharing our stdout and
 // stderr, without waiting for it.
 func spawnGrandchild(mode string, setsid bool) *exec.Cmd {
+	return spawnGrandchildEnv(mode, setsid, os.Environ())
+}
+
+// spawnGrandchildEnv is spawnGrandchild with the environment env.
+func spawnGrandchildEnv(mode string, setsid bool, env []string) *exec.Cmd {
 	exe, err := os.Executable()
 	if err != nil {
 		panic(err)
 	}
 	cmd := exec.Command(exe)
-	cmd.Env = append(os.Environ(), fakeAgentEnv+"="+mode)
+	cmd.Env = append(env, fakeAgentEnv+"="+mode)
 	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
 	if setsid {
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
@@ -172,6 +178,10 @@ func runFakeAgent(mode, arg string) int {
 		printJSON(out, map[string]any{"leader": os.Getpid(), "child": gc.Process.Pid})
 	case "leader-exit-escape": // fork a setsid grandchild holding stdout, exit 0
 		gc := spawnGrandchild("sleep", true)
+		printJSON(out, map[string]any{"leader": os.Getpid(), "child": gc.Process.Pid})
+	case "leader-exit-escape-untagged": // the same, the grandchild's environment without TagEnv
+		env := slices.DeleteFunc(os.Environ(), func(e string) bool { return strings.HasPrefix(e, TagEnv+"=") })
+		gc := spawnGrandchildEnv("sleep", true, env)
 		printJSON(out, map[string]any{"leader": os.Getpid(), "child": gc.Process.Pid})
 	case "write": // write the file arg, say how it went, then echo stdin
 		res := "ok"

@@ -10,6 +10,8 @@ package proc
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -106,6 +108,18 @@ func (s Spec) withDefaults() Spec {
 	return s
 }
 
+// TagEnv is the variable every started process gets in its environment,
+// with a value of its own; its descendants inherit it, which is how those
+// that left the process group are found and killed when it ends.
+const TagEnv = "DROVER_PROC_TAG"
+
+// newTag returns a TagEnv entry with a new random value.
+func newTag() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return TagEnv + "=" + hex.EncodeToString(b[:])
+}
+
 // finalKillWait bounds how long cleanup waits, after the final SIGKILL, for
 // the group's members to actually die; only a process stuck in
 // uninterruptible sleep can exhaust it.
@@ -116,6 +130,7 @@ const finalKillWait = 2 * time.Second
 // (Close, which also stops it) to release its goroutines and descriptors.
 type Process struct {
 	spec  Spec
+	tag   string // the TagEnv entry of its environment
 	cmd   *exec.Cmd
 	pid   int
 	start time.Time
@@ -173,10 +188,15 @@ func Start(ctx context.Context, spec Spec) (*Process, error) {
 }
 
 func start(spec Spec) (p *Process, err error) {
+	tag := newTag()
+	env := spec.Env
+	if env == nil {
+		env = os.Environ()
+	}
 	cmd := &exec.Cmd{
 		Path: spec.Path,
 		Args: append([]string{spec.Path}, spec.Args...),
-		Env:  spec.Env,
+		Env:  append(slices.Clone(env), tag),
 		Dir:  spec.Dir,
 	}
 	if err = setProcessGroup(cmd); err != nil {
@@ -242,6 +262,7 @@ func start(spec Spec) (p *Process, err error) {
 	}
 	return &Process{
 		spec:        spec,
+		tag:         tag,
 		cmd:         cmd,
 		pid:         cmd.Process.Pid,
 		start:       started,
@@ -395,6 +416,11 @@ func (p *Process) supervise() {
 	}
 	<-p.done
 	p.waitGroupGone(finalKillWait, nil)
+	// A descendant that left the group (setsid, or a group of its own, as
+	// Codex starts its shell snapshot) is out of reach of the group's
+	// signals but still carries the tag in its environment: it is killed
+	// too, so that nothing the vendor started outlives the run.
+	killTagged(p.tag, finalKillWait)
 	// Unregister before the group's id can be reused by anyone else.
 	unregister(p)
 	close(p.groupKilled)

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"os"
 	"strconv"
+	"syscall"
+	"time"
 )
 
 // groupHasLiveMember scans /proc for a process of group pgid that is not a
@@ -44,4 +46,74 @@ func groupHasLiveMember(pgid int) bool {
 		return true
 	}
 	return false
+}
+
+// killTagged sends SIGKILL to every live process whose environment holds
+// tag (a "KEY=VALUE" entry), and waits until none is left or d elapses;
+// it reports whether none is left. Several passes: a process may fork
+// while the first is made.
+func killTagged(tag string, d time.Duration) bool {
+	deadline := time.Now().Add(d)
+	want := []byte(tag)
+	for {
+		found := false
+		for _, pid := range procPids() {
+			env, err := os.ReadFile("/proc/" + pid + "/environ")
+			if err != nil || !hasEntry(env, want) || !alive(pid) {
+				continue
+			}
+			found = true
+			if n, err := strconv.Atoi(pid); err == nil {
+				_ = syscall.Kill(n, syscall.SIGKILL)
+			}
+		}
+		if !found {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// procPids lists the pids in /proc.
+func procPids() []string {
+	d, err := os.Open("/proc")
+	if err != nil {
+		return nil
+	}
+	defer d.Close()
+	names, _ := d.Readdirnames(-1)
+	pids := names[:0]
+	for _, n := range names {
+		if n != "" && n[0] >= '0' && n[0] <= '9' {
+			pids = append(pids, n)
+		}
+	}
+	return pids
+}
+
+// hasEntry reports whether the NUL-separated environment env holds entry.
+func hasEntry(env, entry []byte) bool {
+	for e := range bytes.SplitSeq(env, []byte{0}) {
+		if bytes.Equal(e, entry) {
+			return true
+		}
+	}
+	return false
+}
+
+// alive reports whether process pid exists and is not a zombie.
+func alive(pid string) bool {
+	stat, err := os.ReadFile("/proc/" + pid + "/stat")
+	if err != nil {
+		return false
+	}
+	i := bytes.LastIndexByte(stat, ')')
+	if i < 0 || i+2 >= len(stat) {
+		return true
+	}
+	s := stat[i+2]
+	return s != 'Z' && s != 'X'
 }

@@ -331,9 +331,41 @@ func TestLeaderExitKillsLingeringGrandchild(t *testing.T) {
 	}
 }
 
+// TestADP1_EscapedDescendantKilled: a descendant that left the process
+// group (setsid) is killed when the process ends, found by the tag its
+// environment inherited: nothing the vendor started outlives the run.
+func TestADP1_EscapedDescendantKilled(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("descendants are found through /proc")
+	}
+	t.Parallel()
+	p := startFake(t, context.Background(), fakeSpec(t, "leader-exit-escape", ""))
+	var child int
+	for line, err := range p.Lines() {
+		if err == nil {
+			if v := decodePids(t, line); v.Leader != 0 {
+				child = v.Child
+			}
+		}
+	}
+	if child == 0 {
+		t.Fatal("no announcement")
+	}
+	t.Cleanup(func() { _ = syscall.Kill(child, syscall.SIGKILL) })
+	if pg, err := syscall.Getpgid(child); err == nil && pg == p.Pgid() {
+		t.Fatalf("grandchild %d did not escape the group", child)
+	}
+	within(t, hangBound, "Wait", p.Wait)
+	if pidAlive(child) {
+		t.Fatalf("escaped grandchild %d still alive after Wait", child)
+	}
+}
+
 func TestEscapedGrandchildDoesNotHangLines(t *testing.T) {
 	t.Parallel()
-	spec := fakeSpec(t, "leader-exit-escape", "")
+	// Without the tag the escaped grandchild is not found: it keeps stdout
+	// open, and Wait must still return.
+	spec := fakeSpec(t, "leader-exit-escape-untagged", "")
 	spec.DrainTimeout = 300 * time.Millisecond
 	p := startFake(t, context.Background(), spec)
 	var child int
