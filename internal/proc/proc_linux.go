@@ -12,38 +12,15 @@ import (
 // zombie. If /proc cannot be read it assumes a member is alive, the answer
 // kill(2) already gave.
 func groupHasLiveMember(pgid int) bool {
-	d, err := os.Open("/proc")
-	if err != nil {
-		return true
-	}
-	defer d.Close()
-	names, err := d.Readdirnames(-1)
+	pids, err := procPids()
 	if err != nil {
 		return true
 	}
 	want := []byte(strconv.Itoa(pgid))
-	for _, name := range names {
-		if name == "" || name[0] < '0' || name[0] > '9' {
-			continue
+	for _, pid := range pids {
+		if f := procStat(pid); len(f) >= 3 && bytes.Equal(f[2], want) && running(f) {
+			return true
 		}
-		stat, err := os.ReadFile("/proc/" + name + "/stat")
-		if err != nil {
-			continue // exited meanwhile
-		}
-		// Format: pid (comm) state ppid pgrp ...; comm may contain anything,
-		// so fields are counted from the last ')'.
-		i := bytes.LastIndexByte(stat, ')')
-		if i < 0 {
-			continue
-		}
-		f := bytes.Fields(stat[i+1:])
-		if len(f) < 3 || !bytes.Equal(f[2], want) {
-			continue
-		}
-		if s := f[0]; len(s) > 0 && (s[0] == 'Z' || s[0] == 'X') {
-			continue
-		}
-		return true
 	}
 	return false
 }
@@ -57,9 +34,10 @@ func killTagged(tag string, d time.Duration) bool {
 	want := []byte(tag)
 	for {
 		found := false
-		for _, pid := range procPids() {
+		pids, _ := procPids()
+		for _, pid := range pids {
 			env, err := os.ReadFile("/proc/" + pid + "/environ")
-			if err != nil || !hasEntry(env, want) || !alive(pid) {
+			if err != nil || !hasEntry(env, want) || !running(procStat(pid)) {
 				continue
 			}
 			found = true
@@ -78,20 +56,44 @@ func killTagged(tag string, d time.Duration) bool {
 }
 
 // procPids lists the pids in /proc.
-func procPids() []string {
+func procPids() ([]string, error) {
 	d, err := os.Open("/proc")
 	if err != nil {
-		return nil
+		return nil, err
 	}
 	defer d.Close()
-	names, _ := d.Readdirnames(-1)
+	names, err := d.Readdirnames(-1)
+	if err != nil {
+		return nil, err
+	}
 	pids := names[:0]
 	for _, n := range names {
 		if n != "" && n[0] >= '0' && n[0] <= '9' {
 			pids = append(pids, n)
 		}
 	}
-	return pids
+	return pids, nil
+}
+
+// procStat returns the fields of /proc/pid/stat after the command name
+// (state, ppid, pgrp, …), nil if the process is gone. The name may contain
+// anything, so fields are counted from the last ')'.
+func procStat(pid string) [][]byte {
+	stat, err := os.ReadFile("/proc/" + pid + "/stat")
+	if err != nil {
+		return nil
+	}
+	i := bytes.LastIndexByte(stat, ')')
+	if i < 0 {
+		return nil
+	}
+	return bytes.Fields(stat[i+1:])
+}
+
+// running reports whether stat fields (procStat) are of a process that is
+// neither gone nor a zombie.
+func running(f [][]byte) bool {
+	return len(f) > 0 && len(f[0]) > 0 && f[0][0] != 'Z' && f[0][0] != 'X'
 }
 
 // hasEntry reports whether the NUL-separated environment env holds entry.
@@ -102,18 +104,4 @@ func hasEntry(env, entry []byte) bool {
 		}
 	}
 	return false
-}
-
-// alive reports whether process pid exists and is not a zombie.
-func alive(pid string) bool {
-	stat, err := os.ReadFile("/proc/" + pid + "/stat")
-	if err != nil {
-		return false
-	}
-	i := bytes.LastIndexByte(stat, ')')
-	if i < 0 || i+2 >= len(stat) {
-		return true
-	}
-	s := stat[i+2]
-	return s != 'Z' && s != 'X'
 }
