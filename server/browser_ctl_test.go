@@ -68,6 +68,9 @@ func TestPRO4_DashboardApproval(t *testing.T) {
 		document.querySelector('#timeline .ev[data-type=tool_result] .status')?.textContent === 'denied'`)
 	b.Do(t, "interrupt", chromedp.Click(chromedp.ID("interrupt"), chromedp.NodeVisible))
 	b.Wait(t, "interrupted", `document.querySelector('#timeline .ev[data-type=done] .status')?.textContent === 'interrupted'`)
+	// The done event is out before the run's record is finished (its
+	// tool calls are written then): wait for the record, as for the first.
+	f.await(t, res.RunID)
 	calls, _ = f.st.ToolCalls(t.Context(), res.RunID)
 	if len(calls) != 1 || calls[0].Permission == nil || calls[0].Permission.Message != "not on a Friday" || calls[0].Permission.Behavior != drover.Deny {
 		t.Fatalf("tool calls %+v", calls)

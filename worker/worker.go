@@ -101,15 +101,29 @@ func Run(ctx context.Context, st *postgres.Store, sup *runs.Supervisor, cfg Conf
 		}
 	}
 	if err := Migrate(ctx, st); err != nil {
+		if ctx.Err() != nil {
+			return nil // stopped before it served: nothing to undo
+		}
 		return err
 	}
 	host, _ := os.Hostname()
 	w := &worker{st: st, sup: sup, cfg: cfg, log: log, owner: Owner(cfg.ID), slots: make(chan struct{}, cfg.Limit), claimed: map[string]bool{}}
 	if err := st.RegisterWorker(ctx, &postgres.Worker{ID: cfg.ID, Host: host, Pid: os.Getpid(), Agents: cfg.Agents,
 		Labels: labels, Lease: cfg.Lease}); err != nil {
+		if ctx.Err() != nil {
+			// Stopped while registering: the registration may have
+			// committed, and a registered worker that never heartbeats
+			// would be declared lost.
+			w.recordStop()
+			return nil
+		}
 		return err
 	}
 	w.killLeftovers(ctx)
+	if ctx.Err() != nil {
+		w.recordStop()
+		return nil
+	}
 	workers := river.NewWorkers()
 	river.AddWorker(workers, river.WorkFunc(w.work))
 	client, err := river.NewClient(riverpgxv5.New(st.Pool()), &river.Config{
@@ -150,10 +164,16 @@ func Run(ctx context.Context, st *postgres.Store, sup *runs.Supervisor, cfg Conf
 	}
 	stopLoops()
 	bg.Wait()
-	if err := st.StopWorker(stopCtx, cfg.ID); err != nil {
-		log.Error("record worker stop", "id", cfg.ID, "err", err)
-	}
+	w.recordStop()
 	return nil
+}
+
+// recordStop records in the ledger that the worker stopped, whatever
+// the context Run was given has become.
+func (w *worker) recordStop() {
+	if err := w.st.StopWorker(context.Background(), w.cfg.ID); err != nil {
+		w.log.Error("record worker stop", "id", w.cfg.ID, "err", err)
+	}
 }
 
 // worker is one Run's state.

@@ -397,3 +397,31 @@ func TestDIST2_QueueingProcessReapsWithoutWorkers(t *testing.T) {
 		t.Fatalf("run of the dead worker: %s %q", r.Status, r.Error)
 	}
 }
+
+// TestDIST1_StopBeforeServingIsClean: a worker asked to stop before it
+// serves (drover worker interrupted while it starts up) stops without an
+// error and leaves no live registration that would later be declared
+// lost.
+func TestDIST1_StopBeforeServingIsClean(t *testing.T) {
+	url := pgtest.NewDatabase(t)
+	st := open(t, url)
+	sup, err := runs.New(context.Background(), drover.NewEngine(registry(t)), st, runs.Config{Owner: worker.Owner("early"), Poll: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sup.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := worker.Run(ctx, st, sup, worker.Config{ID: "early", Agents: []string{"echo"}}); err != nil {
+		t.Fatalf("Run stopped before it served: %v, want nil", err)
+	}
+	ws, err := st.Workers(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range ws {
+		if w.ID == "early" && w.StoppedAt.IsZero() {
+			t.Fatalf("worker %+v registered and not stopped", w)
+		}
+	}
+}
