@@ -239,6 +239,7 @@ func (r *ShapeReport) summarize() {
 			FirstEventMs:      med(ss, func(s Sample) float64 { return s.FirstEventMs }),
 			MaxRSS:            medInt(ss, func(s Sample) int64 { return s.MaxRSS }),
 			FakeMaxRSS:        medInt(ss, func(s Sample) int64 { return s.FakeMaxRSS }),
+			CPUSec:            med(ss, func(s Sample) float64 { return s.CPUSec }),
 		}
 	}
 	var ratios, stream []float64

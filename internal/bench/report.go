@@ -99,16 +99,17 @@ func (r Report) Print(w io.Writer) {
 	if len(r.Shapes) > 0 {
 		fmt.Fprintf(w, "\ndrover run --json (ledger on) vs fake | cat, same lines: %d body lines, %d repetition(s) interleaved, medians\n\n", r.Lines, r.Reps)
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(tw, "shape\tB/line\tdrover lines/s\tpipe lines/s\tratio\ttarget\tstream ratio\tpeak RSS\t≤25 MB\tfirst event\t≤2 ms\tunder load\tpipe first\twall s\tpipe wall s\tevents\t")
+		fmt.Fprintln(tw, "shape\tB/line\tdrover lines/s\tpipe lines/s\tratio\ttarget\tstream ratio\tpeak RSS\t≤25 MB\tfirst event\t≤2 ms\tunder load\tpipe first\twall s\tpipe wall s\tCPU s\tevents\t")
 		for _, s := range r.Shapes {
 			d, p := s.Drover, s.Pipe
-			fmt.Fprintf(tw, "%s\t%.0f\t%.0f\t%.0f\t%.1f%%\t%s\t%.1f%%\t%.1f MB\t%s\t%.2f ms\t%s\t%.2f ms\t%.3f ms\t%.2f\t%.2f\t%d\t\n",
+			fmt.Fprintf(tw, "%s\t%.0f\t%.0f\t%.0f\t%.1f%%\t%s\t%.1f%%\t%.1f MB\t%s\t%.2f ms\t%s\t%.2f ms\t%.3f ms\t%.2f\t%.2f\t%.2f\t%d\t\n",
 				s.Shape, d.LineBytes, d.LinesPerSec, p.LinesPerSec, 100*s.Ratio, mark(s.Ratio >= s.TargetRatio, fmt.Sprintf("%.0f%%", 100*s.TargetRatio)),
 				100*s.StreamRatio, mb(d.MaxRSS), mark(d.MaxRSS <= TargetRSS, ""), s.FirstEventMs, mark(s.FirstEventMs <= TargetFirstEventMs, ""),
-				d.FirstEventMs, p.FirstEventMs, d.WallSec, p.WallSec, d.Printed)
+				d.FirstEventMs, p.FirstEventMs, d.WallSec, p.WallSec, d.CPUSec, d.Printed)
 		}
 		tw.Flush()
 		fmt.Fprintln(w, "\nratio: drover's lines/s over the pipe's (whole process, start to exit); stream ratio: the same from the fake's first line to the last line read.")
+		fmt.Fprintln(w, "CPU s: user + system time of drover and the fake it started (wait4), the steadiest figure on a shared machine.")
 		fmt.Fprintf(w, "first event: the vendor's line → drover's first event on stdout, in %d-line runs whose fake then pauses %v; under load: the same in the full run.\n", QuietLines, QuietPause)
 		fmt.Fprintln(w, "peak RSS: wait4's maxrss of drover (the larger of drover's and the fake's own peaks; fake alone below).")
 		for _, s := range r.Shapes {

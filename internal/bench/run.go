@@ -39,6 +39,10 @@ type Sample struct {
 	// containment launcher, includes the launcher's).
 	MaxRSS     int64 `json:"maxRss,omitempty"`
 	FakeMaxRSS int64 `json:"fakeMaxRss"`
+	// CPUSec is the user and system CPU time of drover and of the
+	// processes it waited for (the fake, through the launcher): steadier
+	// than wall-clock rates on a shared machine (drover only).
+	CPUSec float64 `json:"cpuSec,omitempty"`
 	// Printed is how many lines were read from stdout; Types counts them
 	// by UES type (drover only).
 	Printed int            `json:"printed"`
@@ -87,7 +91,7 @@ func (e *Env) RunDrover(ctx context.Context, shape Shape, n, textChars int, drov
 		return Sample{}, fmt.Errorf("read drover's output: %w", rerr)
 	}
 	smp := Sample{Printed: rd.lines, Types: rd.types, Status: doneStatus(rd.done), ExitCode: c.ProcessState.ExitCode(),
-		MaxRSS: maxRSS(c.ProcessState)}
+		MaxRSS: maxRSS(c.ProcessState), CPUSec: (c.ProcessState.UserTime() + c.ProcessState.SystemTime()).Seconds()}
 	if werr != nil && !errors.As(werr, new(*exec.ExitError)) {
 		return smp, werr
 	}

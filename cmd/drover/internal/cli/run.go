@@ -15,6 +15,7 @@ import (
 	"github.com/drover-run/drover"
 	"github.com/drover-run/drover/builtin"
 	"github.com/drover-run/drover/internal/config"
+	"github.com/drover-run/drover/internal/imagemem"
 	"github.com/drover-run/drover/runs"
 	"github.com/drover-run/drover/store"
 	"github.com/spf13/cobra"
@@ -215,7 +216,7 @@ func runRun(ctx context.Context, e *env, f *runFlags, args []string) error {
 			jp.w, flush = bw, bw.Flush
 		}
 		var printErr error
-		cancelled := false
+		cancelled, settled := false, false
 		for evs, err := range sup.FollowManyBatches(bg, ids...) {
 			if err != nil {
 				return err
@@ -230,6 +231,15 @@ func runRun(ctx context.Context, e *env, f *runFlags, args []string) error {
 			}
 			if printErr == nil {
 				printErr = flush()
+			}
+			if !settled {
+				// The first events are out: the ledger is open, the
+				// vendors started and the path every later event takes
+				// has run. The image pages only the setup used (flags,
+				// configuration, schema, process start) go back; the
+				// event path maps its own again within a few events.
+				settled = true
+				_, _ = imagemem.Release()
 			}
 			if printErr != nil && !cancelled {
 				// Keep draining so every run still ends and is recorded.
