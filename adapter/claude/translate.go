@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"strings"
 
+	"github.com/go-json-experiment/json/jsontext"
+
 	"github.com/drover-run/drover"
 	"github.com/drover-run/drover/internal/runner"
 )
@@ -14,7 +16,7 @@ type line struct {
 	Subtype         string          `json:"subtype"`
 	SessionID       string          `json:"session_id"`
 	ParentToolUseID *string         `json:"parent_tool_use_id"`
-	Message         json.RawMessage `json:"message"` // an object, or a string on system lines
+	Message         message         `json:"message"` // an object, or a string on system lines
 	Event           json.RawMessage `json:"event"`   // stream_event
 	Error           string          `json:"error"`   // synthetic assistant error line
 
@@ -218,16 +220,28 @@ func (t *translator) system(l line, raw []byte) []drover.Event {
 	return []drover.Event{t.Extension(l.Subtype, raw)}
 }
 
-func (t *translator) blocks(l line) []block {
-	// One pass over the message into its blocks: a content that is a
-	// string (plain user input) or not blocks is an error, hence none.
-	var m struct {
+func (t *translator) blocks(l line) []block { return l.Message.blocks }
+
+// message is a line's message, decoded in the line's own pass: the blocks
+// of its content when it is an object whose content is a list of blocks;
+// none for a string (system lines), plain user input (a string content)
+// or a content that is not blocks.
+type message struct{ blocks []block }
+
+// UnmarshalJSONFrom implements jsonv2's UnmarshalerFrom.
+func (m *message) UnmarshalJSONFrom(dec *jsontext.Decoder) error {
+	m.blocks = nil
+	if dec.PeekKind() != '{' {
+		return dec.SkipValue()
+	}
+	var v struct {
 		Content []block `json:"content"`
 	}
-	if len(l.Message) == 0 || l.Message[0] != '{' || runner.Unmarshal(l.Message, &m) != nil {
-		return nil
+	ok, err := runner.DecodeOrSkip(dec, &v)
+	if ok {
+		m.blocks = v.Content
 	}
-	return m.Content
+	return err
 }
 
 func (t *translator) assistant(l line) []drover.Event {

@@ -1,7 +1,12 @@
 package runner
 
 import (
+	"errors"
+	"fmt"
+	"io"
+
 	jsonv2 "github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
 	jsonv1 "github.com/go-json-experiment/json/v1"
 )
 
@@ -17,4 +22,31 @@ var v1Options = jsonv1.DefaultOptionsV1()
 // look into, with it.
 func Unmarshal(data []byte, v any) error {
 	return jsonv2.Unmarshal(data, v, v1Options)
+}
+
+// DecodeOrSkip decodes the next value of dec into v, within the pass that
+// is decoding the whole line with Unmarshal. It is for a part of a line an
+// adapter looks into only when it has one shape: decoding that part as a
+// RawMessage and then Unmarshal of the copy into v scanned it twice and
+// copied it. Called from a field type's UnmarshalJSONFrom, it behaves as
+// that did: a value of another shape than v (a semantic error: a string
+// where v wants an object, a block whose text is a number) does not fail
+// the line; it is reported as ok false, v's contents then undefined. A
+// syntax error is returned: the line is not JSON.
+func DecodeOrSkip(dec *jsontext.Decoder, v any) (ok bool, err error) {
+	depth := dec.StackDepth()
+	err = jsonv2.UnmarshalDecode(dec, v)
+	var syntax *jsontext.SyntacticError
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.As(err, &syntax) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF):
+		return false, err
+	case dec.StackDepth() != depth:
+		// Unmarshal's (encoding/json's) semantics report a semantic
+		// error once the whole value has been read; other options stop
+		// inside it, where the line cannot be read on.
+		return false, fmt.Errorf("decode without Unmarshal's options: %w", err)
+	}
+	return false, nil
 }
