@@ -646,12 +646,26 @@ func (s *Supervisor) pollOwned() {
 				s.endChildren(children)
 			}
 		}
-		for _, id := range ids {
-			if r, err := s.st.GetRun(s.ctx, id); err == nil && r.CancelRequested {
-				_ = s.Cancel(s.ctx, id)
-			}
-		}
+		s.applyCancels(ids)
 		s.applyControls(ids)
+	}
+}
+
+// applyCancels cancels those of the runs ids whose cancellation another
+// process requested through the ledger (RUN-3).
+func (s *Supervisor) applyCancels(ids []string) {
+	if len(ids) == 0 {
+		return
+	}
+	cancels, err := s.st.CancelsRequested(s.ctx, ids)
+	if err != nil {
+		if s.ctx.Err() == nil {
+			s.log.Warn("ledger: could not read cancellation requests", "err", err)
+		}
+		return
+	}
+	for _, id := range cancels {
+		_ = s.Cancel(s.ctx, id)
 	}
 }
 

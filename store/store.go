@@ -261,6 +261,11 @@ type Store interface {
 	// RequestCancel marks a run for cancellation by its owner; unknown or
 	// ended runs are not an error (RUN-3).
 	RequestCancel(ctx context.Context, id string) error
+	// CancelsRequested returns those of the runs named whose cancellation
+	// was requested (RequestCancel), in no particular order; unknown ids
+	// are left out. An owner polls its runs with it: one query for all,
+	// not one per run.
+	CancelsRequested(ctx context.Context, runIDs []string) ([]string, error)
 
 	// AppendEvents records events in one transaction. A run's first seq is
 	// 1; within a run, events must be in seq order and continue the run's

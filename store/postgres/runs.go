@@ -247,6 +247,23 @@ func (s *Store) RequestCancel(ctx context.Context, id string) error {
 	return nil
 }
 
+// CancelsRequested returns those of runIDs whose cancellation was
+// requested.
+func (s *Store) CancelsRequested(ctx context.Context, runIDs []string) ([]string, error) {
+	if len(runIDs) == 0 {
+		return nil, nil
+	}
+	rows, err := s.pool.Query(ctx, `SELECT id FROM runs WHERE cancel_requested AND id = ANY($1)`, runIDs)
+	if err != nil {
+		return nil, fmt.Errorf("cancels requested: %w", err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("cancels requested: %w", err)
+	}
+	return ids, nil
+}
+
 // Unfinished returns the runs left pending or running, oldest first.
 func (s *Store) Unfinished(ctx context.Context) ([]store.Run, error) {
 	return s.queryRuns(ctx, "unfinished runs", `SELECT `+rules.RunCols+` FROM runs

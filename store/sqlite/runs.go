@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -245,6 +246,37 @@ func (s *Store) RequestCancel(ctx context.Context, id string) error {
 		return fmt.Errorf("request cancel %s: %w", id, err)
 	}
 	return nil
+}
+
+// CancelsRequested returns those of runIDs whose cancellation was
+// requested, a query of at most 500 ids at a time.
+func (s *Store) CancelsRequested(ctx context.Context, runIDs []string) ([]string, error) {
+	var out []string
+	for ids := range slices.Chunk(runIDs, 500) {
+		args := make([]any, len(ids))
+		for i, id := range ids {
+			args[i] = id
+		}
+		rows, err := s.r.QueryContext(ctx, `SELECT id FROM runs WHERE cancel_requested = 1 AND id IN (`+placeholders(len(ids))+`)`, args...)
+		if err != nil {
+			return nil, fmt.Errorf("cancels requested: %w", err)
+		}
+		for rows.Next() {
+			var id string
+			if err := rows.Scan(&id); err != nil {
+				rows.Close()
+				return nil, fmt.Errorf("cancels requested: %w", err)
+			}
+			out = append(out, id)
+		}
+		if err := rows.Close(); err != nil {
+			return nil, fmt.Errorf("cancels requested: %w", err)
+		}
+		if err := rows.Err(); err != nil {
+			return nil, fmt.Errorf("cancels requested: %w", err)
+		}
+	}
+	return out, nil
 }
 
 // Unfinished returns the runs left pending or running, oldest first.

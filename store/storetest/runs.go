@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"encoding/json"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -150,6 +151,35 @@ func testRequestCancel(t *testing.T, s store.Store) {
 	}
 	if r := mustGet(t, s, "r2"); r.Status != store.StatusCompleted {
 		t.Errorf("RequestCancel changed an ended run's status to %s", r.Status)
+	}
+
+	// An owner polls its runs in one query.
+	mustCreate(t, s, newRun("r3", at(2*time.Second)))
+	for _, c := range []struct {
+		ids  []string
+		want []string
+	}{
+		{[]string{"r1", "r2", "r3", "nope"}, []string{"r1"}},
+		{[]string{"r3"}, nil},
+		{nil, nil},
+	} {
+		got, err := s.CancelsRequested(ctx, c.ids)
+		if err != nil || !slices.Equal(got, c.want) {
+			t.Errorf("CancelsRequested(%q) = %q, %v; want %q", c.ids, got, err, c.want)
+		}
+	}
+	if err := s.RequestCancel(ctx, "r3"); err != nil {
+		t.Fatal(err)
+	}
+	many := []string{"r3"}
+	for i := range 1200 { // more ids than one statement takes at a time
+		many = append(many, fmt.Sprintf("unknown-%d", i))
+	}
+	many = append(many, "r1")
+	got, err := s.CancelsRequested(ctx, many)
+	slices.Sort(got)
+	if err != nil || !slices.Equal(got, []string{"r1", "r3"}) {
+		t.Errorf("CancelsRequested(1202 ids) = %q, %v; want r1 and r3", got, err)
 	}
 }
 
