@@ -8,11 +8,17 @@ import (
 )
 
 // tailMax is how many of its latest durable events an active run keeps
-// for its followers; it holds between tailMax and twice as many. A
-// follower writing to a pipe falls a few hundred events behind a busy
-// run at times (with 256 it read a tenth of a claude run back from
-// SQLite); ~1 MB of events is what a thousand cost.
+// for its followers; it holds between tailMax and tailHold. A follower
+// writing to a pipe falls a few hundred events behind a busy run at times
+// (with 256 it read a tenth of a claude run back from SQLite), and a
+// batch the ledger makes durable at once is up to 1024 events; ~1 MB of
+// events is what a thousand cost.
 const tailMax = 1024
+
+// tailHold is the most the tail holds before it forgets its oldest: a
+// quarter more than tailMax, so that forgetting is not per event. (Twice
+// tailMax kept ~0.5 MB more of a long run alive, issue 12.)
+const tailHold = tailMax + tailMax/4
 
 // tailAge is how long an event stays in the tail. A follower keeping up
 // is milliseconds behind; what the tail holds longer only keeps memory
@@ -37,7 +43,7 @@ type tail struct {
 }
 
 // add appends ev, the run's next durable event, and forgets events older
-// than tailAge or past twice tailMax. Forgotten slots are reclaimed once
+// than tailAge or past tailHold. Forgotten slots are reclaimed once
 // they are half the slice, so each add costs O(1) amortised.
 func (t *tail) add(ev store.Event) {
 	t.mu.Lock()
@@ -46,7 +52,7 @@ func (t *tail) add(ev store.Event) {
 		t.base = time.Now()
 	}
 	now := int64(time.Since(t.base))
-	for t.head < len(t.evs) && (now-t.at[t.head] > int64(tailAge) || len(t.evs)-t.head >= 2*tailMax) {
+	for t.head < len(t.evs) && (now-t.at[t.head] > int64(tailAge) || len(t.evs)-t.head >= tailHold) {
 		t.evs[t.head] = store.Event{}
 		t.head++
 	}

@@ -20,7 +20,7 @@ func TestLED2_TailAfter(t *testing.T) {
 	}
 	held := tl.evs[tl.head:]
 	first := held[0].Seq
-	if len(held) > 2*tailMax || len(held) < tailMax || held[len(held)-1].Seq != n {
+	if len(held) > tailHold || len(held) < tailMax || held[len(held)-1].Seq != n {
 		t.Fatalf("tail holds %d events, %d to %d", len(held), first, held[len(held)-1].Seq)
 	}
 	if _, ok := tl.after(first-2, 10); ok {
