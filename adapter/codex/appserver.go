@@ -22,6 +22,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/go-json-experiment/json/jsontext"
+
 	"github.com/drover-run/drover"
 	"github.com/drover-run/drover/internal/runner"
 )
@@ -403,11 +405,8 @@ func (c *conversation) notification(m rpcMessage, raw []byte) []drover.Event {
 		c.turnStarted(idAt(m.Params, "turn"))
 		return []drover.Event{c.Extension("turn_started", raw)}
 	case "item/started", "item/completed":
-		var p struct {
-			Item json.RawMessage `json:"item"`
-		}
-		var it appItem
-		if runner.Unmarshal(m.Params, &p) != nil || runner.Unmarshal(p.Item, &it) != nil || it.Type == "" {
+		it, ok := itemOf(m.Params)
+		if !ok {
 			return []drover.Event{c.Extension(strings.ReplaceAll(m.Method, "/", "_"), raw)}
 		}
 		return c.item(it, m.Method == "item/started", raw)
@@ -571,6 +570,36 @@ func (c *conversation) Finish(exit runner.Exit) ([]drover.Event, bool) {
 	}
 	evs := c.hiddenCalls(ro, exit.StderrTail)
 	return append(evs, c.final(ro, exit)...), false
+}
+
+// itemOf is the item of an item/started or item/completed notification's
+// params, decoded in one pass over them; ok is false when the params are
+// not an object whose item is one (with a type).
+func itemOf(params json.RawMessage) (appItem, bool) {
+	var p struct {
+		Item itemField `json:"item"`
+	}
+	if runner.Unmarshal(params, &p) != nil || !p.Item.ok || p.Item.Type == "" {
+		return appItem{}, false
+	}
+	return p.Item.appItem, true
+}
+
+// itemField is a notification's item, decoded within the pass over its
+// params: decoding it as raw bytes and then again into an appItem scanned
+// and copied the line's bulk twice (issue 12). ok is false for an item
+// that is not an appItem's shape.
+type itemField struct {
+	appItem
+	ok bool
+}
+
+// UnmarshalJSONFrom implements jsonv2's UnmarshalerFrom.
+func (f *itemField) UnmarshalJSONFrom(dec *jsontext.Decoder) error {
+	f.appItem = appItem{}
+	var err error
+	f.ok, err = runner.DecodeOrSkip(dec, &f.appItem)
+	return err
 }
 
 // appItem is what drover reads from an app-server item (ThreadItem in its

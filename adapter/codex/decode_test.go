@@ -1,0 +1,92 @@
+package codex
+
+import (
+	"encoding/json"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/drover-run/drover"
+	"github.com/drover-run/drover/internal/runner"
+	"github.com/drover-run/drover/internal/uestest"
+)
+
+// twoPassItem is how an item notification's params were decoded before
+// itemOf: the item kept as raw bytes, then decoded into an appItem.
+func twoPassItem(params json.RawMessage) (appItem, bool) {
+	var p struct {
+		Item json.RawMessage `json:"item"`
+	}
+	var it appItem
+	if runner.Unmarshal(params, &p) != nil || runner.Unmarshal(p.Item, &it) != nil || it.Type == "" {
+		return appItem{}, false
+	}
+	return it, true
+}
+
+// PERF-1: itemOf, one pass over an item notification's params, agrees
+// with the two passes it replaced on every captured app-server line and on
+// params of every other shape.
+func TestPERF1_ItemDecodedInOnePassAgreesWithTwoPasses(t *testing.T) {
+	params := []string{
+		`{"item":{"type":"agentMessage","id":"i1","text":"hi"},"threadId":"t","turnId":"u"}`,
+		`{"item":{"type":"commandExecution","id":"c","command":"ls","status":"completed","aggregatedOutput":"a\nb","exitCode":0}}`,
+		`{"item":{"type":"reasoning","id":"r","summary":["s"],"content":["c"]}}`,
+		`{"item":{"type":"fileChange","id":"f","changes":[{"path":"a","kind":{"type":"update","move_path":null}}],"status":"completed"}}`,
+		`{"item":{"type":"agentMessage","text":5}}`,
+		`{"item":{"type":"commandExecution","exitCode":"zero","command":"ls"},"after":1}`,
+		`{"item":{"id":"no type"}}`,
+		`{"item":"a string"}`,
+		`{"item":null}`,
+		`{"item":[1,2]}`,
+		`{}`,
+		`[1,2]`,
+		`"params"`,
+		`{"item":{"type":"agentMessage","text":"first"},"item":{"type":"agentMessage","text":"second"}}`,
+		`{"ITEM":{"TYPE":"agentMessage","Text":"cased"}}`,
+		"{\"item\":{\"type\":\"agentMessage\",\"text\":\"bad \xff utf8\"}}",
+		`{"item":{"type":"agentMessage","text":"x","extra":{"deep":[{"a":[true,null,1.5]}]}}}`,
+	}
+	for _, c := range uestest.Captures(t) {
+		for _, l := range c.Lines(t) {
+			var m rpcMessage
+			if runner.Unmarshal(l, &m) == nil && strings.HasPrefix(m.Method, "item/") && len(m.Params) > 0 {
+				params = append(params, string(m.Params))
+			}
+		}
+	}
+	for _, p := range params {
+		want, wantOK := twoPassItem(json.RawMessage(p))
+		got, ok := itemOf(json.RawMessage(p))
+		if ok != wantOK || !reflect.DeepEqual(got, want) {
+			t.Errorf("%s:\n one pass: %v %+v\n two passes: %v %+v", p, ok, got, wantOK, want)
+		}
+	}
+}
+
+// BenchmarkTranslateAgentMessage measures the line that dominates a long
+// app-server run (and scripts/bench's codex shape): an agent message's
+// item/completed.
+func BenchmarkTranslateAgentMessage(b *testing.B) {
+	line := []byte(`{"method":"item/completed","params":{"item":{"type":"agentMessage","id":"msg_0123456789abcdef","text":"` +
+		strings.Repeat("The quick brown fox jumps over the lazy dog; ", 3) + `","phase":null},` +
+		`"threadId":"0199a213-81c0-7800-8aa1-bbab2a035a53","turnId":"0199a213-81c0-7800-8aa1-bbab2a035a54"}}`)
+	c := newBenchConversation(b)
+	b.SetBytes(int64(len(line)))
+	b.ReportAllocs()
+	for b.Loop() {
+		evs, err := c.Translate(line)
+		if err != nil || len(evs) != 1 {
+			b.Fatal(evs, err)
+		}
+	}
+}
+
+// newBenchConversation is a live conversation whose thread has started.
+func newBenchConversation(b *testing.B) *conversation {
+	b.Helper()
+	c := newConversation(runner.Stamp{Agent: ID, SessionID: "s", Now: time.Now}, runInfo{cwd: b.TempDir()}, "p", drover.Options{})
+	c.startThread("t", "")
+	return c
+}
