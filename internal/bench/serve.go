@@ -56,6 +56,12 @@ type ServeResult struct {
 	P50Ms float64 `json:"p50Ms"`
 	P99Ms float64 `json:"p99Ms"`
 	MaxMs float64 `json:"maxMs"`
+	// ReadP99Ms is the p99 of the first part of that: from the fake's
+	// writing the line to drover's translating it (the event's timestamp,
+	// whole milliseconds, so ±1 ms). It tells the time spent reaching
+	// drover (the fake, the pipe, the scheduler) from the time spent in
+	// drover and on the way to the subscriber.
+	ReadP99Ms float64 `json:"readP99Ms"`
 	// PeakRSS is drover serve's peak resident set (VmHWM of
 	// /proc/PID/status, read before it was stopped), in bytes; it does
 	// not include the fakes, which are processes of their own.
@@ -157,7 +163,7 @@ func (e *Env) RunServe(ctx context.Context, cfg ServeConfig) (ServeResult, error
 	if startErr != nil {
 		return res, fmt.Errorf("start run %d: %w", len(subs)+1, startErr)
 	}
-	var lat []int64
+	var lat, read []int64
 	var errs []error
 	for _, sub := range subs {
 		res.Received += sub.texts
@@ -169,8 +175,13 @@ func (e *Env) RunServe(ctx context.Context, cfg ServeConfig) (ServeResult, error
 			errs = append(errs, fmt.Errorf("run %s: %w", sub.run, sub.err))
 		}
 		lat = append(lat, sub.latencies...)
+		read = append(read, sub.reads...)
 	}
 	res.Lost = res.Expected - res.Received
+	if len(read) > 0 {
+		slices.Sort(read)
+		res.ReadP99Ms = float64(read[min(len(read)-1, len(read)*99/100)]) / 1e6
+	}
 	if len(lat) > 0 {
 		slices.Sort(lat)
 		res.P50Ms = float64(lat[len(lat)/2]) / 1e6
@@ -220,6 +231,7 @@ type subscriber struct {
 	lastSeq   int
 	status    string
 	latencies []int64 // ns
+	reads     []int64 // ns, from the fake's line to drover's event timestamp (ms)
 	err       error
 }
 
@@ -257,9 +269,10 @@ func (s *subscriber) follow(ctx context.Context, client *http.Client, base strin
 // event takes one SSE data line, received at now.
 func (s *subscriber) event(data []byte, now int64) {
 	var ev struct {
-		Type    string `json:"type"`
-		Seq     int    `json:"seq"`
-		Payload struct {
+		Type      string `json:"type"`
+		Seq       int    `json:"seq"`
+		Timestamp int64  `json:"timestamp"` // ms
+		Payload   struct {
 			Content string `json:"content"`
 			Status  string `json:"status"`
 		} `json:"payload"`
@@ -279,6 +292,7 @@ func (s *subscriber) event(data []byte, now int64) {
 			ns, _, _ := strings.Cut(t, " ")
 			if at, err := strconv.ParseInt(ns, 10, 64); err == nil {
 				s.latencies = append(s.latencies, now-at)
+				s.reads = append(s.reads, ev.Timestamp*int64(time.Millisecond)-at)
 			}
 		}
 	case "done":
