@@ -72,6 +72,7 @@ type config struct {
 	busyTimeout time.Duration
 	syncFull    bool
 	readConns   int
+	writeCache  int // bytes
 	batch       batch.Config
 }
 
@@ -107,6 +108,15 @@ func WithCommitDelay(d time.Duration) Option {
 	return func(c *config) { c.batch.CommitDelay = max(d, 0) }
 }
 
+// WithWriteCache sets the page cache of the write connection (default
+// 1 MiB; values under 64 KiB are taken as 64 KiB). The writer appends:
+// it needs the path to the last leaf of each b-tree a run writes to, and
+// the pages of the transaction in hand. A process with few runs at once
+// (drover run) needs less than one with hundreds (drover serve).
+func WithWriteCache(bytes int) Option {
+	return func(c *config) { c.writeCache = max(bytes, 64<<10) }
+}
+
 // WithReadConns sets how many read connections may be open at once
 // (default: GOMAXPROCS, at least 2).
 func WithReadConns(n int) Option {
@@ -129,6 +139,7 @@ func WithReadConns(n int) Option {
 func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 	cfg := config{
 		busyTimeout: 30 * time.Second,
+		writeCache:  1 << 20,
 		readConns:   max(2, runtime.GOMAXPROCS(0)),
 		batch:       batch.Defaults(),
 	}
@@ -147,8 +158,8 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 	// and the pages of the transaction in hand, not SQLite's default 2 MB
 	// of cache, which a run filled with pages it would not read again
 	// (issue 12: peak RSS). 1 MB is 256 pages, a leaf for each of a
-	// server's runs at once.
-	wq.Add("_pragma", "cache_size(-1024)")
+	// server's runs at once (WithWriteCache).
+	wq.Add("_pragma", fmt.Sprintf("cache_size(-%d)", cfg.writeCache>>10))
 	wq.Add("_pragma", "foreign_keys(1)")
 	wq.Add("_pragma", "journal_mode(WAL)")
 	wq.Add("_pragma", "synchronous("+syncMode+")")
