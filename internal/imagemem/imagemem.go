@@ -12,3 +12,7 @@
 // on to use are mapped again from the page cache on their next touch (a
 // minor fault, no I/O), so nothing changes but the resident set.
 package imagemem
+
+// KeepEnv, set to anything in the environment, keeps Release from
+// releasing anything.
+const KeepEnv = "DROVER_KEEP_IMAGE"

@@ -23,10 +23,17 @@ type span struct{ start, end uintptr }
 // is attached (its breakpoints are private copies of code pages, which
 // Release would discard), and on systems other than Linux.
 //
+// Uprobes (perf, bpftrace) patch code pages the way a debugger does but
+// do not show as a tracer: with KeepEnv set in the environment Release
+// does nothing, for whoever probes drover that way.
+//
 // Release is safe to call at any time from any goroutine, concurrently
 // with code running from the pages it drops: another goroutine that
 // touches one takes a minor fault and maps it again.
 func Release() (int64, error) {
+	if os.Getenv(KeepEnv) != "" {
+		return 0, nil
+	}
 	spans, err := readOnlySpans()
 	if err != nil || len(spans) == 0 || traced() {
 		return 0, err

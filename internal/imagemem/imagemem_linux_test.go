@@ -10,7 +10,7 @@ import (
 )
 
 // subject builds testdata/release with the given extra go build flags
-// and environment, runs it and returns its report.
+// and environment, runs it in that environment and returns its report.
 func subject(t *testing.T, env []string, flags ...string) (report struct {
 	Released                  int64
 	Err                       string
@@ -27,6 +27,7 @@ func subject(t *testing.T, env []string, flags ...string) (report struct {
 	}
 	var stderr bytes.Buffer
 	run := exec.Command(exe)
+	run.Env = build.Env
 	run.Stderr = &stderr
 	out, err := run.Output()
 	if err != nil {
@@ -58,6 +59,17 @@ func TestPERF2_StaticImageReleased(t *testing.T) {
 	// Release only what reading its status touches is mapped again.
 	if r.FileKBAfter > r.FileKBBefore*3/4 {
 		t.Fatalf("RssFile %d kB before Release, %d kB after: want under three quarters", r.FileKBBefore, r.FileKBAfter)
+	}
+}
+
+// PERF-2: DROVER_KEEP_IMAGE keeps the image as it is (for uprobes, which
+// a release would drop).
+func TestPERF2_KeepImage(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds a program")
+	}
+	if r := subject(t, []string{"CGO_ENABLED=0", KeepEnv + "=1"}); r.Released != 0 {
+		t.Fatalf("released %d bytes with %s set, want 0", r.Released, KeepEnv)
 	}
 }
 
