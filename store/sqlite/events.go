@@ -163,6 +163,9 @@ func (s *Store) AppendEvents(ctx context.Context, evs []store.Event) error {
 	if err := batch.ValidateAll(evs); err != nil || len(evs) == 0 {
 		return err
 	}
+	// Read from the ledger, not the writer's cache, and dropped from it:
+	// the writer reads these runs again.
+	defer s.seqs.forget(batch.RunIDs(evs)...)
 	return s.inTx(ctx, func(tx *sql.Tx) error {
 		errs, err := s.checkSeqs(ctx, tx, evs)
 		if err != nil {

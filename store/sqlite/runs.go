@@ -187,6 +187,7 @@ func (s *Store) FinishRun(ctx context.Context, f store.Finish) error {
 	if err != nil {
 		return fmt.Errorf("finish run %s: %w", f.RunID, err)
 	}
+	s.seqs.forget(f.RunID) // the cache holds the runs going on
 	return nil
 }
 

@@ -58,6 +58,7 @@ type Store struct {
 	cfg    config
 	writer *Writer
 	stmts  stmts
+	seqs   seqCache // the writer's runs' last seqs
 
 	closeOnce sync.Once
 	closeErr  error

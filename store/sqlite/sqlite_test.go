@@ -674,3 +674,61 @@ func migrationFiles(t *testing.T) (n, latest int) {
 	}
 	return len(ents), latest
 }
+
+// LED-1, LED-2: the writer keeps its runs' last seqs between transactions;
+// when another writer of the file (another process, or AppendEvents) has
+// appended to one of its runs meanwhile, its events are still checked
+// against the ledger one by one: a duplicate fails alone, its neighbours
+// of other runs are written, and the run goes on from the ledger's seq.
+func TestLED1_WriterCachedSeqsBehindTheLedger(t *testing.T) {
+	s, path := openTemp(t)
+	other := openPath(t, path) // another process on the same file
+	ctx := t.Context()
+	w := s.Writer()
+	createRuns(t, s, "shared", "mine")
+	for seq := int64(1); seq <= 3; seq++ {
+		for _, run := range []string{"shared", "mine"} {
+			if err := w.Append(ctx, testEvent(run, seq)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	// The other writer appends shared/4 behind this writer's back.
+	if err := other.Writer().Append(ctx, testEvent("shared", 4)); err != nil {
+		t.Fatal(err)
+	}
+	// This writer, believing shared is at 3, is given shared/4 (a
+	// duplicate now) and mine/4 in one batch, then shared/5.
+	dup, mine := w.AppendAsync(testEvent("shared", 4)), w.AppendAsync(testEvent("mine", 4))
+	if err := <-dup; !errors.Is(err, store.ErrConflict) {
+		t.Errorf("duplicate shared/4: %v, want ErrConflict", err)
+	}
+	if err := <-mine; err != nil {
+		t.Errorf("mine/4 beside the duplicate: %v", err)
+	}
+	if err := w.Append(ctx, testEvent("shared", 5)); err != nil {
+		t.Errorf("shared/5 after the ledger's shared/4: %v", err)
+	}
+	// A gap is refused though the cache knows the run.
+	if err := w.Append(ctx, testEvent("mine", 6)); !errors.Is(err, store.ErrConflict) {
+		t.Errorf("gap mine/6 after mine/4: %v, want ErrConflict", err)
+	}
+	// Alone in its transaction, a duplicate is a conflict too.
+	if err := other.Writer().Append(ctx, testEvent("shared", 6)); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Append(ctx, testEvent("shared", 6)); !errors.Is(err, store.ErrConflict) {
+		t.Errorf("duplicate shared/6 alone: %v, want ErrConflict", err)
+	}
+	checkRun(t, s, "shared", 6)
+	checkRun(t, s, "mine", 4)
+
+	// AppendEvents leaves the writer to read the run again.
+	if err := s.AppendEvents(ctx, []store.Event{testEvent("mine", 5)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Append(ctx, testEvent("mine", 6)); err != nil {
+		t.Errorf("mine/6 after AppendEvents' mine/5: %v", err)
+	}
+	checkRun(t, s, "mine", 6)
+}

@@ -3,6 +3,8 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"errors"
+	"maps"
 
 	"github.com/drover-run/drover/store"
 	"github.com/drover-run/drover/store/internal/batch"
@@ -68,21 +70,69 @@ func (w *Writer) AppendAsync(ev store.Event) <-chan error { return w.b.AppendAsy
 func (w *Writer) Stats() WriterStats { return w.b.Stats() }
 
 // writeBatch commits the events of evs that continue their runs; errs says
-// which did not.
+// which did not. Runs' last seqs come from the writer's cache where it has
+// them; when an event then fails (a gap, or an insert that hits a seq the
+// ledger has: the cache may be behind it), the batch is checked again
+// against the ledger alone, so a stale value never fails an event that
+// continues its run.
 func (s *Store) writeBatch(evs []store.Event) (errs []error, err error) {
 	// Not a caller's context: a batch holds many callers' events, and Close
 	// must be able to flush after callers have given up.
 	ctx := context.Background()
+	errs, err = s.writeChecked(ctx, evs, true)
+	if errors.Is(err, errStaleSeq) {
+		errs, err = s.writeChecked(ctx, evs, false)
+	}
+	return errs, err
+}
+
+// errStaleSeq is a conflict in a batch checked against cached last seqs:
+// the cache may have been behind the ledger.
+var errStaleSeq = errors.New("a cached last seq was behind the ledger")
+
+// writeChecked is one transaction of writeBatch, checking seqs against the
+// cache (cached) or the ledger alone.
+func (s *Store) writeChecked(ctx context.Context, evs []store.Event, cached bool) (errs []error, err error) {
+	ids := batch.RunIDs(evs)
+	var last map[string]int64
+	missing := ids
+	if cached {
+		last, missing = s.seqs.lookup(ids)
+	}
+	hit := len(missing) < len(ids)
 	err = s.inTx(ctx, func(tx *sql.Tx) error {
-		var err error
-		errs, err = s.checkSeqs(ctx, tx, evs)
-		if err != nil {
-			return err
+		known := maps.Clone(last)
+		if known == nil {
+			known = make(map[string]int64, len(ids))
+		}
+		if len(missing) > 0 {
+			read, err := s.lastSeqs(ctx, tx, missing)
+			if err != nil {
+				return err
+			}
+			maps.Copy(known, read)
+		}
+		errs = batch.CheckSeqs(evs, known) // advances known
+		if hit && batch.FirstError(errs) != nil {
+			// A cached seq behind the ledger makes an event that
+			// continues its run look like a gap: only the ledger says.
+			return errStaleSeq
 		}
 		if good := batch.Good(evs, errs); len(good) > 0 {
-			return s.insertEvents(ctx, tx, good)
+			if err := s.insertEvents(ctx, tx, good); err != nil {
+				if hit && errors.Is(err, store.ErrConflict) {
+					return errStaleSeq
+				}
+				return err
+			}
 		}
+		last = known
 		return nil
 	})
-	return errs, err
+	if err != nil {
+		s.seqs.forget(ids...)
+		return errs, err
+	}
+	s.seqs.set(last)
+	return errs, nil
 }
