@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"maps"
 	"math/bits"
 	"strings"
 	"unsafe"
@@ -100,15 +101,29 @@ func (s *Store) lastSeqs(ctx context.Context, tx *sql.Tx, ids []string) (map[str
 	return last, nil
 }
 
-// checkSeqs reads the last seq of every run named in evs (inside tx, which
-// holds the write lock, so no other writer can move them) and checks that
-// each event continues its run (see batch.CheckSeqs).
-func (s *Store) checkSeqs(ctx context.Context, tx *sql.Tx, evs []store.Event) ([]error, error) {
-	last, err := s.lastSeqs(ctx, tx, batch.RunIDs(evs))
-	if err != nil {
-		return nil, err
+// checkSeqs checks that each event continues its run (see
+// batch.CheckSeqs) against known, runs' last seqs the caller has (nil for
+// none), and for the other runs named in evs their last seqs read inside
+// tx (which holds the write lock, so no other writer can move them). It
+// returns known with those read, advanced past the events that pass.
+func (s *Store) checkSeqs(ctx context.Context, tx *sql.Tx, evs []store.Event, known map[string]int64) ([]error, map[string]int64, error) {
+	var missing []string
+	for _, id := range batch.RunIDs(evs) {
+		if _, ok := known[id]; !ok {
+			missing = append(missing, id)
+		}
 	}
-	return batch.CheckSeqs(evs, last), nil
+	if known == nil {
+		known = make(map[string]int64, len(missing))
+	}
+	if len(missing) > 0 {
+		read, err := s.lastSeqs(ctx, tx, missing)
+		if err != nil {
+			return nil, nil, err
+		}
+		maps.Copy(known, read)
+	}
+	return batch.CheckSeqs(evs, known), known, nil
 }
 
 // insertEvents writes evs, already checked, with as few statements as
@@ -167,7 +182,7 @@ func (s *Store) AppendEvents(ctx context.Context, evs []store.Event) error {
 	// the writer reads these runs again.
 	defer s.seqs.forget(batch.RunIDs(evs)...)
 	return s.inTx(ctx, func(tx *sql.Tx) error {
-		errs, err := s.checkSeqs(ctx, tx, evs)
+		errs, _, err := s.checkSeqs(ctx, tx, evs, nil)
 		if err != nil {
 			return fmt.Errorf("append events: %w", err)
 		}

@@ -16,20 +16,18 @@ type seqCache struct {
 	last map[string]int64
 }
 
-// lookup splits ids into those with a cached last seq (in last) and the
-// others (missing).
-func (c *seqCache) lookup(ids []string) (last map[string]int64, missing []string) {
-	last = make(map[string]int64, len(ids))
+// lookup returns the cached last seqs of those of ids the cache has, in
+// a map of the caller's.
+func (c *seqCache) lookup(ids []string) map[string]int64 {
+	last := make(map[string]int64, len(ids))
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, id := range ids {
 		if seq, ok := c.last[id]; ok {
 			last[id] = seq
-		} else {
-			missing = append(missing, id)
 		}
 	}
-	return last, missing
+	return last
 }
 
 // set records last, read or advanced by a transaction that committed.

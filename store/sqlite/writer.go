@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-	"maps"
 
 	"github.com/drover-run/drover/store"
 	"github.com/drover-run/drover/store/internal/batch"
@@ -95,24 +94,15 @@ var errStaleSeq = errors.New("a cached last seq was behind the ledger")
 func (s *Store) writeChecked(ctx context.Context, evs []store.Event, cached bool) (errs []error, err error) {
 	ids := batch.RunIDs(evs)
 	var last map[string]int64
-	missing := ids
 	if cached {
-		last, missing = s.seqs.lookup(ids)
+		last = s.seqs.lookup(ids)
 	}
-	hit := len(missing) < len(ids)
+	hit := len(last) > 0
 	err = s.inTx(ctx, func(tx *sql.Tx) error {
-		known := maps.Clone(last)
-		if known == nil {
-			known = make(map[string]int64, len(ids))
+		var err error
+		if errs, last, err = s.checkSeqs(ctx, tx, evs, last); err != nil {
+			return err
 		}
-		if len(missing) > 0 {
-			read, err := s.lastSeqs(ctx, tx, missing)
-			if err != nil {
-				return err
-			}
-			maps.Copy(known, read)
-		}
-		errs = batch.CheckSeqs(evs, known) // advances known
 		if hit && batch.FirstError(errs) != nil {
 			// A cached seq behind the ledger makes an event that
 			// continues its run look like a gap: only the ledger says.
@@ -126,7 +116,6 @@ func (s *Store) writeChecked(ctx context.Context, evs []store.Event, cached bool
 				return err
 			}
 		}
-		last = known
 		return nil
 	})
 	if err != nil {
