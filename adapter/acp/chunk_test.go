@@ -116,3 +116,31 @@ func eventsEqual(t *testing.T) func(a, b drover.Event) bool {
 		return string(ja) == string(jb)
 	}
 }
+
+// FuzzPERF2_ScanChunkLineAgrees: whatever line the scanner decodes, it
+// decodes as runner.Unmarshal does.
+func FuzzPERF2_ScanChunkLineAgrees(f *testing.F) {
+	for _, l := range []string{
+		`{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s1","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"hi \n\u00e9"},"messageId":"m1"}}}`,
+		`{"jsonrpc":"2.0","id":4,"method":"session/update","params":{"update":{"sessionUpdate":"agent_thought_chunk","content":{"type":"text","text":"x","annotations":null}}}}`,
+		`{"method":"x","METHOD":"y"}`, `{"params":{"Update":{}}}`, `{"params":{"update":{"content":{"text":null}}}}`,
+		`{"id":null,"params":{"update":{"messageId":"a","messageid":"b"}}}`, `[]`, `{"a":[1,{"b":"c"}]}`,
+	} {
+		f.Add([]byte(l))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var got chunkLine
+		if !scanChunkLine(b, &got) {
+			return
+		}
+		var want chunkLine
+		if err := runner.Unmarshal(b, &want); err != nil {
+			t.Fatalf("scanned %q, runner.Unmarshal: %v", b, err)
+		}
+		gj, _ := json.Marshal(got)
+		wj, _ := json.Marshal(want)
+		if string(gj) != string(wj) {
+			t.Fatalf("%q: scanned %s, runner.Unmarshal %s", b, gj, wj)
+		}
+	})
+}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"time"
@@ -14,6 +15,7 @@ import (
 	acpsdk "github.com/coder/acp-go-sdk"
 
 	"github.com/drover-run/drover"
+	"github.com/drover-run/drover/internal/jsonscan"
 	"github.com/drover-run/drover/internal/runner"
 )
 
@@ -349,7 +351,7 @@ func (c *Conversation) textChunkLine(raw []byte) (_ []drover.Event, ok bool) {
 		return nil, false
 	}
 	var l chunkLine
-	if runner.Unmarshal(raw, &l) != nil || l.Method != acpsdk.ClientMethodSessionUpdate || (message{ID: l.ID}).hasID() {
+	if !decodeChunkLine(raw, &l) || l.Method != acpsdk.ClientMethodSessionUpdate || (message{ID: l.ID}).hasID() {
 		return nil, false
 	}
 	u := l.Params.Update
@@ -366,6 +368,117 @@ func (c *Conversation) textChunkLine(raw []byte) (_ []drover.Event, ok bool) {
 		return evs, true
 	}
 	return append(evs, c.messageChunk(*u.Content.Text, u.MessageID)...), true
+}
+
+// decodeChunkLine decodes raw into l as runner.Unmarshal does: with the
+// scanner when raw has the shape of a text chunk's notification (most
+// lines of a streamed turn: reflection was two thirds of their decoding),
+// else with runner.Unmarshal. It reports whether raw decoded.
+func decodeChunkLine(raw []byte, l *chunkLine) bool {
+	if scanChunkLine(raw, l) {
+		return true
+	}
+	*l = chunkLine{}
+	return runner.Unmarshal(raw, l) == nil
+}
+
+// chunkFields are the member names the general decoding takes at each
+// level of a chunkLine: a walk that meets one it does not read gives up.
+var chunkFields = func() (f struct{ line, params, update, content jsonscan.Fields }) {
+	line := reflect.TypeFor[chunkLine]()
+	params, _ := line.FieldByName("Params")
+	update, _ := params.Type.FieldByName("Update")
+	content, _ := update.Type.FieldByName("Content")
+	f.line, f.params = jsonscan.FieldsOf(line), jsonscan.FieldsOf(params.Type)
+	f.update, f.content = jsonscan.FieldsOf(update.Type), jsonscan.FieldsOf(content.Type)
+	return f
+}()
+
+// scanChunkLine decodes raw into l (zero) with the scanner: ok is false,
+// l undefined, for a line it does not read exactly as runner.Unmarshal
+// would (not JSON, a name it does not read that the general decoding
+// would, a name twice, a value of another type or null).
+func scanChunkLine(raw []byte, l *chunkLine) (ok bool) {
+	s := jsonscan.New(raw)
+	var seen jsonscan.Seen
+	for k := range s.Members() {
+		switch {
+		case string(k) == "id" && seen.Once(0):
+			l.ID, ok = s.Raw()
+		case string(k) == "method" && seen.Once(1):
+			l.Method, ok = s.StringOf(acpsdk.ClientMethodSessionUpdate)
+		case string(k) == "params" && seen.Once(2):
+			ok = scanChunkParams(&s, l)
+		default:
+			ok = !chunkFields.line.Claims(k) && s.Skip()
+		}
+		if !ok {
+			return false
+		}
+	}
+	return s.End()
+}
+
+// scanChunkParams is scanChunkLine of the params object.
+func scanChunkParams(s *jsonscan.Scanner, l *chunkLine) (ok bool) {
+	var seen jsonscan.Seen
+	for k := range s.Members() {
+		if string(k) == "update" && seen.Once(0) {
+			ok = scanChunkUpdate(s, l)
+		} else {
+			ok = !chunkFields.params.Claims(k) && s.Skip()
+		}
+		if !ok {
+			return false
+		}
+	}
+	return !s.Failed()
+}
+
+// scanChunkUpdate is scanChunkLine of the update object.
+func scanChunkUpdate(s *jsonscan.Scanner, l *chunkLine) (ok bool) {
+	u := &l.Params.Update
+	var seen jsonscan.Seen
+	for k := range s.Members() {
+		switch {
+		case string(k) == "sessionUpdate" && seen.Once(0):
+			u.Kind, ok = s.StringOf("agent_message_chunk", "agent_thought_chunk")
+		case string(k) == "messageId" && seen.Once(1):
+			var id string
+			id, ok = s.String()
+			u.MessageID = &id
+		case string(k) == "content" && seen.Once(2):
+			ok = scanChunkContent(s, l)
+		default:
+			ok = !chunkFields.update.Claims(k) && s.Skip()
+		}
+		if !ok {
+			return false
+		}
+	}
+	return !s.Failed()
+}
+
+// scanChunkContent is scanChunkLine of the content object.
+func scanChunkContent(s *jsonscan.Scanner, l *chunkLine) (ok bool) {
+	c := &l.Params.Update.Content
+	var seen jsonscan.Seen
+	for k := range s.Members() {
+		switch {
+		case string(k) == "type" && seen.Once(0):
+			c.Type, ok = s.StringOf("text")
+		case string(k) == "text" && seen.Once(1):
+			var text string
+			text, ok = s.String()
+			c.Text = &text
+		default:
+			ok = !chunkFields.content.Claims(k) && s.Skip()
+		}
+		if !ok {
+			return false
+		}
+	}
+	return !s.Failed()
 }
 
 // settle returns what goes before the events of m: the events queued

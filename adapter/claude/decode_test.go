@@ -79,3 +79,57 @@ func TestPERF1_MessageDecodedInOnePassAgreesWithTwoPasses(t *testing.T) {
 		}
 	}
 }
+
+// FuzzPERF2_ScanLineAgrees: whatever line scanLine reads, it reads as the
+// general decoding (Stamp.Decode) does, blocks included.
+func FuzzPERF2_ScanLineAgrees(f *testing.F) {
+	for _, l := range []string{
+		`{"type":"assistant","message":{"id":"msg_1","type":"message","role":"assistant","model":"m","content":[{"type":"text","text":"hi \n\u00e9"}],"stop_reason":null,"usage":{"input_tokens":1}},"parent_tool_use_id":null,"session_id":"s","uuid":"u","request_id":"r"}`,
+		`{"type":"assistant","message":{"content":[]},"parent_tool_use_id":"toolu_1","session_id":"s"}`,
+		`{"type":"assistant","message":{"content":[{"type":"text","text":"a"},{"type":"tool_use","id":"t","name":"Bash","input":{}}]}}`,
+		`{"type":"user","message":{"role":"user","content":"plain"}}`,
+		`{"type":"assistant","message":"text","Type":"user"}`,
+		`{"type":"assistant","message":{"content":null}}`,
+		`{"type":"assistant","message":{"content":[{"type":"text","text":"a","TEXT":"b"}]}}`,
+		`{"message":{"content":[]}}`,
+		`{"type":"result","subtype":"success","result":"x"}`,
+	} {
+		f.Add([]byte(l))
+	}
+	st := runner.Stamp{Agent: "claude-code"}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var got line
+		if !scanLine(b, &got) {
+			return
+		}
+		var want line
+		if err := st.Decode(b, &want, &want.Type); err != nil {
+			t.Fatalf("scanned %q, Decode: %v", b, err)
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("%q:\n scanned %+v\n decoded %+v", b, got, want)
+		}
+	})
+}
+
+// PERF-2: scanLine takes the assistant text lines of the captures (and
+// of scripts/bench's claude shape) and reads them as Stamp.Decode does.
+func TestPERF2_ScanLineTakesAssistantText(t *testing.T) {
+	taken := 0
+	st := runner.Stamp{Agent: "claude-code"}
+	for _, c := range uestest.Captures(t) {
+		for _, l := range c.Lines(t) {
+			var got, want line
+			if !scanLine(l, &got) {
+				continue
+			}
+			taken++
+			if err := st.Decode(l, &want, &want.Type); err != nil || !reflect.DeepEqual(got, want) {
+				t.Errorf("%s:\n scanned %+v\n decoded %+v (%v)", l, got, want, err)
+			}
+		}
+	}
+	if taken == 0 {
+		t.Error("no captured line taken by the scanner")
+	}
+}

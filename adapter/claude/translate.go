@@ -2,11 +2,13 @@ package claude
 
 import (
 	"encoding/json"
+	"reflect"
 	"strings"
 
 	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/drover-run/drover"
+	"github.com/drover-run/drover/internal/jsonscan"
 	"github.com/drover-run/drover/internal/runner"
 )
 
@@ -159,8 +161,11 @@ func (t *translator) Warm() { warmLine() }
 // that is not a JSON object with a type is an error (skipped by the runner).
 func (t *translator) Translate(raw []byte) ([]drover.Event, error) {
 	var l line
-	if err := t.Decode(raw, &l, &l.Type); err != nil {
-		return nil, err
+	if !scanLine(raw, &l) {
+		l = line{}
+		if err := t.Decode(raw, &l, &l.Type); err != nil {
+			return nil, err
+		}
 	}
 	var evs []drover.Event
 	switch l.Type {
@@ -221,6 +226,95 @@ func (t *translator) system(l line, raw []byte) []drover.Event {
 }
 
 func (t *translator) blocks(l line) []block { return l.Message.blocks }
+
+// scanFields are the member names the general decoding takes at each
+// level of a line: scanLine gives up on one it does not read.
+var scanFields = struct{ line, message, block jsonscan.Fields }{
+	jsonscan.FieldsOf(reflect.TypeFor[line]()),
+	jsonscan.FieldsOf(reflect.TypeFor[struct {
+		Content []block `json:"content"`
+	}]()),
+	jsonscan.FieldsOf(reflect.TypeFor[block]()),
+}
+
+// scanLine decodes raw into l (zero) as Stamp.Decode does, with the
+// scanner, when it is a line of the shape most of a run is made of: a
+// message of text blocks (reflection was most of its decoding, issue 12).
+// ok is false, l undefined, for any other line or one it does not read
+// exactly as the general decoding would (see jsonscan); a line it reads
+// has a type.
+func scanLine(raw []byte, l *line) (ok bool) {
+	s := jsonscan.New(raw)
+	var seen jsonscan.Seen
+	for k := range s.Members() {
+		switch {
+		case string(k) == "type" && seen.Once(0):
+			l.Type, ok = s.StringOf("assistant", "user")
+		case string(k) == "message" && seen.Once(1):
+			ok = scanMessage(&s, &l.Message)
+		case string(k) == "parent_tool_use_id" && seen.Once(2):
+			if ok = s.Null(); !ok {
+				var id string
+				id, ok = s.String()
+				l.ParentToolUseID = &id
+			}
+		case string(k) == "session_id" && seen.Once(3):
+			l.SessionID, ok = s.String()
+		case string(k) == "request_id" && seen.Once(4):
+			l.RequestID, ok = s.String()
+		default:
+			ok = !scanFields.line.Claims(k) && s.Skip()
+		}
+		if !ok {
+			return false
+		}
+	}
+	return s.End() && l.Type != ""
+}
+
+// scanMessage is scanLine of the message object: content, a list of
+// text blocks.
+func scanMessage(s *jsonscan.Scanner, m *message) (ok bool) {
+	var seen jsonscan.Seen
+	for k := range s.Members() {
+		if string(k) == "content" && seen.Once(0) {
+			m.blocks = []block{}
+			for range s.Elements() {
+				var b block
+				if !scanBlock(s, &b) {
+					return false
+				}
+				m.blocks = append(m.blocks, b)
+			}
+			ok = !s.Failed()
+		} else {
+			ok = !scanFields.message.Claims(k) && s.Skip()
+		}
+		if !ok {
+			return false
+		}
+	}
+	return !s.Failed()
+}
+
+// scanBlock is scanLine of a block with a type and a text.
+func scanBlock(s *jsonscan.Scanner, b *block) (ok bool) {
+	var seen jsonscan.Seen
+	for k := range s.Members() {
+		switch {
+		case string(k) == "type" && seen.Once(0):
+			b.Type, ok = s.StringOf("text")
+		case string(k) == "text" && seen.Once(1):
+			b.Text, ok = s.String()
+		default:
+			ok = !scanFields.block.Claims(k) && s.Skip()
+		}
+		if !ok {
+			return false
+		}
+	}
+	return !s.Failed()
+}
 
 // message is a line's message, decoded in the line's own pass: the blocks
 // of its content when it is an object whose content is a list of blocks;

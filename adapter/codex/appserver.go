@@ -19,12 +19,14 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 
 	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/drover-run/drover"
+	"github.com/drover-run/drover/internal/jsonscan"
 	"github.com/drover-run/drover/internal/runner"
 )
 
@@ -256,26 +258,37 @@ func (c *conversation) Warm() { warmMessage() }
 // thread is known nothing is returned (a rejected resume must yield
 // nothing); what came before follows the synthesized init.
 func (c *conversation) Translate(raw []byte) ([]drover.Event, error) {
-	var m rpcMessage
-	if err := runner.Unmarshal(raw, &m); err != nil {
-		return nil, fmt.Errorf("undecodable %s line: %w", c.Agent, err)
-	}
 	var evs []drover.Event
-	switch {
-	case m.Method != "" && len(m.ID) > 0:
-		evs = c.serverRequest(m, raw)
-	case m.Method != "":
-		evs = c.notification(m, raw)
-	case len(m.ID) > 0:
-		evs = c.response(m, raw)
-	default:
-		return nil, errors.New("codex app-server line that is no request, response or notification")
+	if method, it, ok := scanItemLine(raw); ok {
+		evs = c.item(it, method == "item/started", raw)
+	} else {
+		var err error
+		if evs, err = c.translate(raw); err != nil {
+			return nil, err
+		}
 	}
 	if !c.started {
 		c.held = append(c.held, evs...)
 		return nil, nil
 	}
 	return evs, nil
+}
+
+// translate maps any line, decoded the general way.
+func (c *conversation) translate(raw []byte) ([]drover.Event, error) {
+	var m rpcMessage
+	if err := runner.Unmarshal(raw, &m); err != nil {
+		return nil, fmt.Errorf("undecodable %s line: %w", c.Agent, err)
+	}
+	switch {
+	case m.Method != "" && len(m.ID) > 0:
+		return c.serverRequest(m, raw), nil
+	case m.Method != "":
+		return c.notification(m, raw), nil
+	case len(m.ID) > 0:
+		return c.response(m, raw), nil
+	}
+	return nil, errors.New("codex app-server line that is no request, response or notification")
 }
 
 // response handles the answer to a request of ours.
@@ -583,6 +596,83 @@ func itemOf(params json.RawMessage) (appItem, bool) {
 		return appItem{}, false
 	}
 	return p.Item.appItem, true
+}
+
+// itemLineFields are the member names the general decoding of an item
+// notification takes at each level (rpcMessage, itemOf's params, appItem):
+// scanItemLine gives up on one it does not read.
+var itemLineFields = struct{ line, params, item jsonscan.Fields }{
+	jsonscan.FieldsOf(reflect.TypeFor[rpcMessage]()),
+	jsonscan.FieldsOf(reflect.TypeFor[struct {
+		Item itemField `json:"item"`
+	}]()),
+	jsonscan.FieldsOf(reflect.TypeFor[appItem]()),
+}
+
+// scanItemLine reads an item/started or item/completed notification whose
+// item has only a type, an id and a text (agent messages: most lines of a
+// long run) with the scanner, giving what Translate's general decoding
+// and itemOf give, in a fraction of their time (issue 12). ok is false for
+// any other line, or one it does not read exactly as they would (see
+// jsonscan).
+func scanItemLine(raw []byte) (method string, it appItem, ok bool) {
+	s := jsonscan.New(raw)
+	var seen jsonscan.Seen
+	for k := range s.Members() {
+		switch {
+		case string(k) == "method" && seen.Once(0):
+			method, ok = s.StringOf("item/completed", "item/started")
+			ok = ok && (method == "item/completed" || method == "item/started")
+		case string(k) == "params" && seen.Once(1):
+			ok = scanItemParams(&s, &it)
+		default:
+			ok = !itemLineFields.line.Claims(k) && s.Skip()
+		}
+		if !ok {
+			return "", appItem{}, false
+		}
+	}
+	if !s.End() || seen != 0b11 || it.Type == "" {
+		return "", appItem{}, false
+	}
+	return method, it, true
+}
+
+// scanItemParams is scanItemLine of the params object.
+func scanItemParams(s *jsonscan.Scanner, it *appItem) (ok bool) {
+	var seen jsonscan.Seen
+	for k := range s.Members() {
+		if string(k) == "item" && seen.Once(0) {
+			ok = scanItem(s, it)
+		} else {
+			ok = !itemLineFields.params.Claims(k) && s.Skip()
+		}
+		if !ok {
+			return false
+		}
+	}
+	return !s.Failed() && seen != 0
+}
+
+// scanItem is scanItemLine of the item object.
+func scanItem(s *jsonscan.Scanner, it *appItem) (ok bool) {
+	var seen jsonscan.Seen
+	for k := range s.Members() {
+		switch {
+		case string(k) == "type" && seen.Once(0):
+			it.Type, ok = s.StringOf("agentMessage", "reasoning")
+		case string(k) == "id" && seen.Once(1):
+			it.ID, ok = s.String()
+		case string(k) == "text" && seen.Once(2):
+			it.Text, ok = s.String()
+		default:
+			ok = !itemLineFields.item.Claims(k) && s.Skip()
+		}
+		if !ok {
+			return false
+		}
+	}
+	return !s.Failed()
 }
 
 // itemField is a notification's item, decoded within the pass over its

@@ -90,3 +90,66 @@ func newBenchConversation(b *testing.B) *conversation {
 	c.startThread("t", "")
 	return c
 }
+
+// generalItemLine is how Translate reads an item notification without the
+// scanner: the envelope, then itemOf of its params.
+func generalItemLine(raw []byte) (string, appItem, bool) {
+	var m rpcMessage
+	if runner.Unmarshal(raw, &m) != nil || len(m.ID) > 0 || m.Method != "item/completed" && m.Method != "item/started" {
+		return "", appItem{}, false
+	}
+	it, ok := itemOf(m.Params)
+	return m.Method, it, ok
+}
+
+// FuzzPERF2_ScanItemLineAgrees: whatever line scanItemLine reads, the
+// general decoding reads the same item notification from it.
+func FuzzPERF2_ScanItemLineAgrees(f *testing.F) {
+	for _, l := range []string{
+		`{"method":"item/completed","params":{"item":{"type":"agentMessage","moderation":null,"id":"msg_1","text":"hi \n\u00e9","phase":null},"threadId":"t","turnId":"u"},"emittedAtMs":1}`,
+		`{"method":"item/started","params":{"item":{"type":"reasoning","id":"r","text":""}}}`,
+		`{"method":"item/completed","params":{"item":{"type":"commandExecution","id":"c","command":"ls"}}}`,
+		`{"id":3,"method":"item/completed","params":{"item":{"type":"agentMessage","id":"m","text":"x"}}}`,
+		`{"method":"item/completed","Method":"turn/started","params":{"item":{"type":"agentMessage"}}}`,
+		`{"method":"item/completed","params":{"item":{"type":"agentMessage","text":"a"},"Item":{"type":"x"}}}`,
+		`{"method":"item/completed","params":{"item":{"TYPE":"agentMessage","text":"a"}}}`,
+		`{"method":"item/completed","params":{"item":{"text":"no type"}}}`,
+	} {
+		f.Add([]byte(l))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		method, got, ok := scanItemLine(b)
+		if !ok {
+			return
+		}
+		wantMethod, want, wantOK := generalItemLine(b)
+		if !wantOK || method != wantMethod || !reflect.DeepEqual(got, want) {
+			t.Fatalf("%q:\n scanned %q %+v\n general %v %q %+v", b, method, got, wantOK, wantMethod, want)
+		}
+	})
+}
+
+// PERF-2: the scanner takes the lines a long app-server run is made of,
+// and Translate gives the same events for every captured line as the
+// general decoding.
+func TestPERF2_ScanItemLineTakesAgentMessages(t *testing.T) {
+	taken := 0
+	for _, c := range uestest.Captures(t) {
+		for _, l := range c.Lines(t) {
+			if _, _, ok := scanItemLine(l); ok {
+				taken++
+				_, _, wantOK := generalItemLine(l)
+				if !wantOK {
+					t.Errorf("scanned a line the general decoding does not take: %s", l)
+				}
+			}
+		}
+	}
+	if taken == 0 {
+		t.Error("no captured agent message line taken by the scanner")
+	}
+	line := []byte(`{"method":"item/completed","params":{"item":{"type":"agentMessage","id":"m","text":"x","phase":null},"threadId":"t"}}`)
+	if _, _, ok := scanItemLine(line); !ok {
+		t.Error("the bench shape's line not taken")
+	}
+}
