@@ -59,6 +59,7 @@ type Store struct {
 	writer *Writer
 	stmts  stmts
 	seqs   seqCache // the writer's runs' last seqs
+	ck     *checkpointer
 
 	closeOnce sync.Once
 	closeErr  error
@@ -75,6 +76,7 @@ type config struct {
 	readConns   int
 	writeCache  int // bytes
 	batch       batch.Config
+	checkpoint  checkpointConfig
 }
 
 // Option tunes [Open].
@@ -143,6 +145,7 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 		writeCache:  1 << 20,
 		readConns:   max(2, runtime.GOMAXPROCS(0)),
 		batch:       batch.Defaults(),
+		checkpoint:  checkpointConfig{backstop: walBackstop, every: checkpointEvery},
 	}
 	for _, o := range opts {
 		o(&cfg)
@@ -164,6 +167,9 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 	wq.Add("_pragma", "foreign_keys(1)")
 	wq.Add("_pragma", "journal_mode(WAL)")
 	wq.Add("_pragma", "synchronous("+syncMode+")")
+	// Checkpoints are the checkpointer's; this is the backstop (see
+	// checkpoint.go).
+	wq.Add("_pragma", fmt.Sprintf("wal_autocheckpoint(%d)", cfg.checkpoint.backstop))
 	wq.Set("_txlock", "immediate")
 	w, err := sql.Open("sqlite", "file:"+escapePath(path)+"?"+wq.Encode())
 	if err != nil {
@@ -210,6 +216,23 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 	r.SetConnMaxIdleTime(0)
 	s.r = r
 
+	cq := url.Values{}
+	cq.Add("_pragma", busy)
+	cq.Add("_pragma", "synchronous("+syncMode+")")
+	cq.Add("_pragma", "cache_size(-64)") // a checkpoint copies through a buffer of its own
+	ck, err := sql.Open("sqlite", "file:"+escapePath(path)+"?"+cq.Encode())
+	if err != nil {
+		s.stmts.close()
+		r.Close()
+		w.Close()
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
+	ck.SetMaxOpenConns(1)
+	ck.SetMaxIdleConns(1)
+	ck.SetConnMaxLifetime(0)
+	ck.SetConnMaxIdleTime(0)
+	s.ck = newCheckpointer(ck, cfg.checkpoint.every)
+
 	s.writer = newWriter(s)
 	return s, nil
 }
@@ -238,8 +261,9 @@ func (s *Store) AppendAsync(ev store.Event) <-chan error { return s.writer.Appen
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
 		s.writer.b.Close()
+		ckErr := s.ck.close()
 		s.stmts.close()
-		s.closeErr = errors.Join(s.r.Close(), s.w.Close())
+		s.closeErr = errors.Join(ckErr, s.r.Close(), s.w.Close())
 	})
 	return s.closeErr
 }

@@ -82,6 +82,15 @@ func (s *Store) writeBatch(evs []store.Event) (errs []error, err error) {
 	if errors.Is(err, errStaleSeq) {
 		errs, err = s.writeChecked(ctx, evs, false)
 	}
+	if err == nil {
+		n := 0
+		for i, ev := range evs {
+			if errs == nil || errs[i] == nil {
+				n += len(ev.JSON)
+			}
+		}
+		s.ck.wrote(n)
+	}
 	return errs, err
 }
 

@@ -1,0 +1,62 @@
+package sqlite
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/drover-run/drover/store"
+)
+
+// LED-1, PERF-2: under a stream that never pauses, checkpoints run on the
+// checkpointer's connection, the WAL keeps starting over (its file never
+// grows far past the backstop, though the stream writes many times that)
+// and every event is in the ledger.
+func TestLED1_CheckpointsOffTheWriterKeepTheWALBounded(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "drover.db")
+	const backstop = 256 // pages: 1 MiB
+	s, err := Open(ctx, path, func(c *config) { c.checkpoint = checkpointConfig{backstop: backstop, every: 64 << 10} })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.CreateRun(ctx, &store.Run{ID: "r", Agent: "claude", Prompt: "p"}); err != nil {
+		t.Fatal(err)
+	}
+	var autockpt int
+	if err := s.w.QueryRowContext(ctx, "PRAGMA wal_autocheckpoint").Scan(&autockpt); err != nil || autockpt != backstop {
+		t.Fatalf("the writer's wal_autocheckpoint is %d (%v), want the backstop %d", autockpt, err, backstop)
+	}
+	text := strings.Repeat("x", 1000)
+	const n = 16000 // ~16 MB of events, 16 times the backstop
+	res := make([]<-chan error, 0, n)
+	for i := 1; i <= n; i++ {
+		res = append(res, s.Writer().AppendAsync(store.Event{RunID: "r", Seq: int64(i), Type: "text",
+			JSON: fmt.Appendf(nil, `{"type":"text","seq":%d,"payload":{"content":%q}}`, i, text)}))
+	}
+	for i, r := range res {
+		if err := <-r; err != nil {
+			t.Fatalf("event %d: %v", i+1, err)
+		}
+	}
+	if got := s.ck.done.Load(); got == 0 {
+		t.Error("the checkpointer ran no checkpoint")
+	}
+	st, err := os.Stat(path + "-wal")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The WAL starts over once a checkpoint has copied it whole: at the
+	// latest at the backstop, plus the transaction that crossed it.
+	if limit := int64(4 * backstop * 4096); st.Size() > limit {
+		t.Errorf("WAL file %d bytes after %d events: it did not start over (limit %d)", st.Size(), n, limit)
+	}
+	evs, err := s.Events(ctx, "r", 0, 0)
+	if err != nil || len(evs) != n || evs[n-1].Seq != n {
+		t.Fatalf("%d events read back (%v), want %d", len(evs), err, n)
+	}
+}
