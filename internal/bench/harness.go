@@ -179,6 +179,8 @@ const (
 	// (taken when the live heap was largest) and PREFIX-end (at exit, after
 	// a GC: its alloc_space is everything allocated).
 	HeapProfileEnv = "DROVER_BENCH_HEAPPROFILE"
+	// TraceEnv names the file of an execution trace of the whole process.
+	TraceEnv = "DROVER_BENCH_TRACE"
 )
 
 // profile runs each shape once more with the profiling drover.
@@ -202,6 +204,12 @@ func (e *Env) profile(ctx context.Context, cfg Config) ([]string, error) {
 			return files, fmt.Errorf("profile %s: %w", s.Name, err)
 		}
 		files = append(files, cpu, heap+"-peak.pprof", heap+"-end.pprof")
+		// Apart: tracing slows the run, which the profiles would show.
+		trc := filepath.Join(dir, s.Name+".trace")
+		if _, err := e.RunDrover(ctx, s, cfg.Lines, cfg.TextChars, cfg.ProfileDrover, TraceEnv+"="+trc); err != nil {
+			return files, fmt.Errorf("trace %s: %w", s.Name, err)
+		}
+		files = append(files, trc)
 		if cfg.Log != nil {
 			fmt.Fprintf(cfg.Log, "profile %s: %.0f lines/s under the profiler, %.1f MB peak RSS\n", s.Name, smp.LinesPerSec, float64(smp.MaxRSS)/(1<<20))
 		}

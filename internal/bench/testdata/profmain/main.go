@@ -10,6 +10,9 @@
 //	                                  exit after a GC, whose alloc_space
 //	                                  and alloc_objects count everything
 //	                                  the run allocated
+//	DROVER_BENCH_TRACE=FILE           an execution trace of the whole run
+//	                                  (go tool trace -pprof=sync FILE: where
+//	                                  goroutines waited)
 //
 // The heap is sampled every 64 KiB allocated (runtime.MemProfileRate)
 // instead of 512 KiB. It lives in testdata so that no build of the module
@@ -24,6 +27,7 @@ import (
 	"runtime"
 	"runtime/metrics"
 	"runtime/pprof"
+	"runtime/trace"
 	"sync"
 	"time"
 
@@ -51,6 +55,20 @@ func startProfiles() (stop func()) {
 		} else {
 			stops = append(stops, func() {
 				pprof.StopCPUProfile()
+				f.Close()
+			})
+		}
+	}
+	if path := os.Getenv("DROVER_BENCH_TRACE"); path != "" {
+		f, err := os.Create(path)
+		if err == nil {
+			err = trace.Start(f)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "drover: trace:", err)
+		} else {
+			stops = append(stops, func() {
+				trace.Stop()
 				f.Close()
 			})
 		}
