@@ -262,13 +262,16 @@ func New(ctx context.Context, eng *drover.Engine, st store.Store, cfg Config) (*
 // pendingEvents and pendingCommits bound how far a run may get ahead of
 // its encoder and of the ledger. Each run's channels are allocated whole
 // when it starts (a drover.Event is ~100 bytes): at 1024 and 4096 they
-// were 130 KB per run, 26 MB for a server running 200 (issue 12); these
-// are half that. The encoder drains in bursts (encodeLinger) and a group
-// commit takes all that is queued, so a busy run still has several
-// milliseconds of headroom at 100,000 events/s.
+// were 130 KB per run, 26 MB for a server running 200 (issue 12). Each
+// pending commit also holds its event's JSON: once adapters read their
+// lines faster than the ledger writes them (internal/jsonscan) a run keeps
+// all of them pending, and 2048 had cost a run 1 MB of peak RSS for no
+// throughput. The encoder drains in bursts (encodeLinger) and a group
+// commit takes all that is queued (up to 1024 events), so a busy run still
+// has several milliseconds of headroom at 100,000 events/s.
 const (
 	pendingEvents  = 512
-	pendingCommits = 2048
+	pendingCommits = 1024
 )
 
 // NewRunID returns a new run id: time-ordered, unique.
