@@ -10,25 +10,33 @@ import (
 // skip.
 type Fields struct {
 	folded map[string]bool
+	all    bool // a field takes unknown members (jsonv2's inline or unknown)
 }
 
 // FieldsOf returns the fields of struct type t as encoding/json sees them:
 // exported fields by tag name or field name, those of embedded structs
-// without a tag name promoted, fields tagged "-" left out.
+// without a tag name promoted, fields tagged "-" left out. A struct with a
+// field that takes members it does not name (jsonv2's `inline` or
+// `unknown`) claims every name.
 func FieldsOf(t reflect.Type) Fields {
-	f := Fields{folded: map[string]bool{}}
+	f := &Fields{folded: map[string]bool{}}
 	f.add(t)
-	return f
+	return *f
 }
 
-func (f Fields) add(t reflect.Type) {
+func (f *Fields) add(t reflect.Type) {
 	for i := range t.NumField() {
 		sf := t.Field(i)
 		tag := sf.Tag.Get("json")
 		if tag == "-" {
 			continue
 		}
-		name, _, _ := strings.Cut(tag, ",")
+		name, opts, _ := strings.Cut(tag, ",")
+		for o := range strings.SplitSeq(opts, ",") {
+			if o == "inline" || o == "unknown" {
+				f.all = true
+			}
+		}
 		ft := sf.Type
 		if ft.Kind() == reflect.Pointer {
 			ft = ft.Elem()
@@ -53,14 +61,14 @@ func (f Fields) add(t reflect.Type) {
 // maxFolded is the longest name Claims compares; longer ones are claimed.
 const maxFolded = 64
 
-// Claims reports whether encoding/json might decode member name into one
-// of the fields. It errs towards yes: names are compared case-insensitively
+// Claims reports whether the general decoding might decode member name
+// into one of the fields. It errs towards yes: names are compared case-insensitively
 // with '_' and '-' dropped, and any name with a byte ≥ 0x80 (Unicode case
 // folding: "ſ" matches "s") or longer than 64 bytes is claimed.
 func (f Fields) Claims(name []byte) bool {
 	var buf [maxFolded]byte
 	k, ok := fold(buf[:0], name)
-	return !ok || f.folded[string(k)]
+	return f.all || !ok || f.folded[string(k)]
 }
 
 // fold appends name lowercased, without '_' and '-', to dst; ok is false

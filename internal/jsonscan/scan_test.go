@@ -164,6 +164,23 @@ func TestPERF2_FieldsClaims(t *testing.T) {
 	}
 }
 
+type catchAll struct {
+	Named string         `json:"named"`
+	Rest  map[string]any `json:",unknown"`
+}
+
+// A struct that keeps unknown members claims every name.
+func TestPERF2_FieldsClaimAllForUnknown(t *testing.T) {
+	f := FieldsOf(reflect.TypeFor[catchAll]())
+	if !f.Claims([]byte("anything")) {
+		t.Error(`a struct with an ",unknown" field does not claim "anything"`)
+	}
+	var got catchAll
+	if err := jsonv2.Unmarshal([]byte(`{"anything":1}`), &got, v1); err != nil || got.Rest["anything"] == nil {
+		t.Fatalf("the decoder did not keep the member (%v): the test's premise", err)
+	}
+}
+
 // FuzzPERF2_FieldsClaimWhatTheDecoderTakes: a member the decoder puts into
 // a field is always claimed.
 func FuzzPERF2_FieldsClaimWhatTheDecoderTakes(f *testing.F) {
