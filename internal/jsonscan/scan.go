@@ -59,9 +59,9 @@ func (s *Scanner) skipSpace() {
 	}
 }
 
-// Peek returns the first byte of the next value ('{', '[', '"', 't', 'f',
+// peek returns the first byte of the next value ('{', '[', '"', 't', 'f',
 // 'n', '-' or a digit for a valid one), 0 at the end or once spent.
-func (s *Scanner) Peek() byte {
+func (s *Scanner) peek() byte {
 	if s.bad {
 		return 0
 	}
@@ -81,10 +81,10 @@ func (s *Scanner) End() bool {
 	return s.pos == len(s.data) || s.fail()
 }
 
-// Object enters the object that is the next value; read its members with
-// [Scanner.Key]. False if the next value is not an object.
-func (s *Scanner) Object() bool {
-	if s.Peek() != '{' || s.depth >= maxDepth {
+// object enters the object that is the next value; read its members with
+// key. False if the next value is not an object.
+func (s *Scanner) object() bool {
+	if s.peek() != '{' || s.depth >= maxDepth {
 		return s.fail()
 	}
 	s.pos++
@@ -93,13 +93,13 @@ func (s *Scanner) Object() bool {
 	return true
 }
 
-// Key returns the next member name of the object being read and moves to
+// key returns the next member name of the object being read and moves to
 // its value, which the caller must then read (or [Scanner.Skip]). At the
 // object's end it leaves the object and returns ok false with the Scanner
 // not spent; a name with an escape or invalid UTF-8 in it is not handled
 // (ok false, spent).
 // The name aliases the input.
-func (s *Scanner) Key() (name []byte, ok bool) {
+func (s *Scanner) key() (name []byte, ok bool) {
 	if s.bad {
 		return nil, false
 	}
@@ -213,7 +213,7 @@ func hex4(b []byte) rune {
 // whose escapes name no lone surrogate (encoding/json would put U+FFFD
 // there: not handled).
 func (s *Scanner) String() (string, bool) {
-	if s.Peek() != '"' {
+	if s.peek() != '"' {
 		return "", s.fail()
 	}
 	raw, esc, wide, ok := s.scanString()
@@ -234,7 +234,7 @@ func (s *Scanner) String() (string, bool) {
 // (without escapes) instead of a copy: no allocation for the few values a
 // member is expected to have.
 func (s *Scanner) StringOf(known ...string) (string, bool) {
-	if s.Peek() != '"' {
+	if s.peek() != '"' {
 		return "", s.fail()
 	}
 	start := s.pos
@@ -295,7 +295,7 @@ var unescaped = [256]byte{'"': '"', '\\': '\\', '/': '/', 'b': '\b', 'f': '\f', 
 
 // Null consumes the next value if it is null and reports whether it was.
 func (s *Scanner) Null() bool {
-	if s.Peek() == 'n' && s.literal("null") {
+	if s.peek() == 'n' && s.literal("null") {
 		return true
 	}
 	return false
@@ -313,7 +313,7 @@ func (s *Scanner) literal(lit string) bool {
 // Raw skips the next value and returns its bytes (aliasing the input), as
 // encoding/json gives a json.RawMessage field.
 func (s *Scanner) Raw() ([]byte, bool) {
-	if s.Peek() == 0 {
+	if s.peek() == 0 {
 		return nil, s.fail()
 	}
 	start := s.pos
@@ -325,7 +325,7 @@ func (s *Scanner) Raw() ([]byte, bool) {
 
 // Skip checks and passes over the next value.
 func (s *Scanner) Skip() bool {
-	switch s.Peek() {
+	switch s.peek() {
 	case '{':
 		for range s.Members() {
 			if !s.Skip() {
@@ -409,11 +409,11 @@ func digits(d []byte, i int) int {
 // spends the Scanner.
 func (s *Scanner) Members() iter.Seq[[]byte] {
 	return func(yield func([]byte) bool) {
-		if !s.Object() {
+		if !s.object() {
 			return
 		}
 		for {
-			k, ok := s.Key()
+			k, ok := s.key()
 			if !ok || !yield(k) {
 				return
 			}
@@ -428,7 +428,7 @@ func (s *Scanner) Members() iter.Seq[[]byte] {
 // spends the Scanner.
 func (s *Scanner) Elements() iter.Seq[int] {
 	return func(yield func(int) bool) {
-		if s.Peek() != '[' || s.depth >= maxDepth {
+		if s.peek() != '[' || s.depth >= maxDepth {
 			s.fail()
 			return
 		}

@@ -23,6 +23,7 @@ package main
 import (
 	"bytes"
 	"fmt"
+	"io"
 	"os"
 	"runtime"
 	"runtime/metrics"
@@ -45,34 +46,8 @@ func main() {
 // function that ends it and writes the files.
 func startProfiles() (stop func()) {
 	var stops []func()
-	if path := os.Getenv("DROVER_BENCH_CPUPROFILE"); path != "" {
-		f, err := os.Create(path)
-		if err == nil {
-			err = pprof.StartCPUProfile(f)
-		}
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "drover: cpu profile:", err)
-		} else {
-			stops = append(stops, func() {
-				pprof.StopCPUProfile()
-				f.Close()
-			})
-		}
-	}
-	if path := os.Getenv("DROVER_BENCH_TRACE"); path != "" {
-		f, err := os.Create(path)
-		if err == nil {
-			err = trace.Start(f)
-		}
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "drover: trace:", err)
-		} else {
-			stops = append(stops, func() {
-				trace.Stop()
-				f.Close()
-			})
-		}
-	}
+	stops = recordTo(stops, "cpu profile", os.Getenv("DROVER_BENCH_CPUPROFILE"), pprof.StartCPUProfile, pprof.StopCPUProfile)
+	stops = recordTo(stops, "trace", os.Getenv("DROVER_BENCH_TRACE"), trace.Start, trace.Stop)
 	if prefix := os.Getenv("DROVER_BENCH_HEAPPROFILE"); prefix != "" {
 		runtime.MemProfileRate = 64 << 10
 		stops = append(stops, heapProfiles(prefix))
@@ -82,6 +57,29 @@ func startProfiles() (stop func()) {
 			s()
 		}
 	}
+}
+
+// recordTo starts a recording into the file path (none for an empty path)
+// and adds what ends it to stops; a failure is reported and skipped.
+func recordTo(stops []func(), what, path string, start func(io.Writer) error, stop func()) []func() {
+	if path == "" {
+		return stops
+	}
+	f, err := os.Create(path)
+	if err == nil {
+		err = start(f)
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "drover: %s: %v\n", what, err)
+		if f != nil {
+			f.Close()
+		}
+		return stops
+	}
+	return append(stops, func() {
+		stop()
+		f.Close()
+	})
 }
 
 // heapProfiles keeps a heap profile of the largest live heap seen (checked
