@@ -17,23 +17,37 @@ import (
 // So the writer's connection checkpoints by itself only past
 // walBackstop pages, and a checkpointer goroutine on a connection of its
 // own runs PASSIVE checkpoints (which never wait for, nor block, readers
-// or the writer) each time the writer has committed checkpointEvery bytes
-// of events, on another CPU: a writer-bound stream (BenchmarkWriteThroughput)
-// commits a quarter more events per second. Under a stream that never pauses the
-// checkpointer is always a little behind, and the WAL can only start over
-// once it has been copied whole: the writer's backstop then copies the
-// little that is left, and the WAL starts over, at most walBackstop pages
-// long. Durability is unchanged: synchronous=NORMAL syncs the WAL at each
+// or the writer) each time the writer has written about checkpointEvery
+// pages, on another CPU: a writer-bound stream (BenchmarkWriteThroughput)
+// commits a quarter more events per second. Under a stream that never
+// pauses the checkpointer is always a little behind, and the WAL can only
+// start over once it has been copied whole: the writer's backstop then
+// copies what is left, syncs, and the WAL starts over, at most walBackstop
+// pages long. What is left must be little, as every event queued meanwhile
+// waits for it: counted in pages, not bytes of events, because a server's
+// commits of a few events from as many runs write a page per event (each
+// run's own leaf of the (run_id, seq) index). Counting bytes of events,
+// the checkpointer ran every ~4500 pages there, the backstop copied and
+// synced thousands, and the commit it ran in took 20-50 ms once a second;
+// counting pages, 10-16 ms every second or two (issue 12: serve's p99).
+// Durability is unchanged: synchronous=NORMAL syncs the WAL at each
 // checkpoint, whichever connection runs it.
 const (
-	walBackstop     = 8192    // pages (32 MiB at 4 KiB)
-	checkpointEvery = 1 << 20 // bytes of event JSON committed
+	walBackstop     = 8192 // pages (32 MiB at 4 KiB)
+	checkpointEvery = 512  // pages written, as pagesWritten estimates them
 )
+
+// pagesWritten estimates the pages a commit of bytes of events of runs
+// runs wrote to the WAL: the table pages the bytes fill, a leaf of the
+// (run_id, seq) index per run, and the table's last page.
+func pagesWritten(bytes, runs int) int {
+	return bytes/4096 + runs + 1
+}
 
 // checkpointConfig is what Open passes on (tests make both small).
 type checkpointConfig struct {
-	backstop int // pages
-	every    int64
+	backstop int   // pages
+	every    int64 // pages
 }
 
 // checkpointer runs PASSIVE checkpoints on its own connection when told
@@ -41,11 +55,11 @@ type checkpointConfig struct {
 // waits for it.
 type checkpointer struct {
 	db      *sql.DB
-	every   int64
+	every   int64         // pages
 	signal  chan struct{} // one pending request at most
 	stop    chan struct{}
 	wg      sync.WaitGroup
-	written atomic.Int64 // bytes committed since the last request
+	written atomic.Int64 // pages written since the last request
 	done    atomic.Int64 // checkpoints run
 }
 
@@ -55,8 +69,8 @@ func newCheckpointer(db *sql.DB, every int64) *checkpointer {
 	return c
 }
 
-// wrote records n bytes of events committed and asks for a checkpoint
-// every c.every bytes. It never blocks.
+// wrote records a commit that wrote about n pages and asks for a
+// checkpoint every c.every pages. It never blocks.
 func (c *checkpointer) wrote(n int) {
 	if c.written.Add(int64(n)) < c.every {
 		return

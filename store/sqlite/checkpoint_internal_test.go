@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/drover-run/drover/store"
 )
@@ -19,7 +20,7 @@ func TestLED1_CheckpointsOffTheWriterKeepTheWALBounded(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "drover.db")
 	const backstop = 256 // pages: 1 MiB
-	s, err := Open(ctx, path, func(c *config) { c.checkpoint = checkpointConfig{backstop: backstop, every: 64 << 10} })
+	s, err := Open(ctx, path, func(c *config) { c.checkpoint = checkpointConfig{backstop: backstop, every: 16} })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,5 +59,45 @@ func TestLED1_CheckpointsOffTheWriterKeepTheWALBounded(t *testing.T) {
 	evs, err := s.Events(ctx, "r", 0, 0)
 	if err != nil || len(evs) != n || evs[n-1].Seq != n {
 		t.Fatalf("%d events read back (%v), want %d", len(evs), err, n)
+	}
+}
+
+// LED-1, PERF-2: the checkpointer follows the pages commits write, not the
+// bytes of their events: a server's trickle of small events from many
+// runs writes a page per event (each run's leaf of the (run_id, seq)
+// index), and the WAL grows by that, however few the bytes.
+func TestLED1_CheckpointsFollowPagesWritten(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "drover.db")
+	s, err := Open(ctx, path, func(c *config) { c.checkpoint = checkpointConfig{backstop: walBackstop, every: checkpointEvery} })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	const runs, rounds = 50, 12
+	for r := range runs {
+		if err := s.CreateRun(ctx, &store.Run{ID: fmt.Sprintf("r%d", r), Agent: "claude", Prompt: "p"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// One event per commit, round-robin over the runs: 600 commits of
+	// ~60 bytes, 36 KB of events in all.
+	for seq := 1; seq <= rounds; seq++ {
+		for r := range runs {
+			id := fmt.Sprintf("r%d", r)
+			if err := s.Writer().Append(ctx, store.Event{RunID: id, Seq: int64(seq), Type: "text",
+				JSON: fmt.Appendf(nil, `{"type":"text","runId":%q,"seq":%d}`, id, seq)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	// Each commit wrote at least its run's index leaf and the table's last
+	// page: 1200 pages or more, two checkpoints' worth.
+	deadline := time.Now().Add(10 * time.Second)
+	for s.ck.done.Load() < 2 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if got := s.ck.done.Load(); got < 2 {
+		t.Errorf("%d checkpoints after %d one-event commits over %d runs, want at least 2", got, runs*rounds, runs)
 	}
 }

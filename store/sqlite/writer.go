@@ -89,7 +89,7 @@ func (s *Store) writeBatch(evs []store.Event) (errs []error, err error) {
 				n += len(ev.JSON)
 			}
 		}
-		s.ck.wrote(n)
+		s.ck.wrote(pagesWritten(n, len(batch.RunIDs(evs))))
 	}
 	return errs, err
 }
