@@ -67,16 +67,31 @@ func (s *Supervisor) Follow(ctx context.Context, id string, afterSeq int64) iter
 // slices are the reader's.
 func (s *Supervisor) FollowBatches(ctx context.Context, id string, afterSeq int64) iter.Seq2[[]store.Event, error] {
 	return func(yield func([]store.Event, error) bool) {
+		// held is the run's tail once seen, kept after the run has ended
+		// and left s.active: a follower still behind then (say, writing a
+		// long final text to a pipe) takes the last events from it rather
+		// than reading them back from the ledger. Read back, the text
+		// event and done of a gemini run with a 10 MB text were each held
+		// twice more at once, by SQLite and by its copy (issue 12: peak
+		// RSS).
+		var held *tail
 		for {
 			var wake <-chan struct{}
 			var evs []store.Event
-			fromTail := false
+			fromTail, live := false, false
 			remote := s.EventsRecorded() // for a run owned elsewhere: runs/notify.go
 			var ended <-chan struct{}
 			if a := s.lookup(id); a != nil {
 				ended = a.done
 				wake = a.changed() // taken before reading, so no wake-up is missed
-				evs, fromTail = a.tail.after(afterSeq, 1000)
+				held, live = &a.tail, true
+			}
+			if held != nil {
+				evs, fromTail = held.after(afterSeq, 1000)
+				// Once the run has left s.active its tail takes no more
+				// events: beyond them, only the ledger knows (the run
+				// may go on in another process).
+				fromTail = fromTail && (live || len(evs) > 0)
 			}
 			if !fromTail {
 				var err error
@@ -94,7 +109,7 @@ func (s *Supervisor) FollowBatches(ctx context.Context, id string, afterSeq int6
 			if len(evs) == 1000 {
 				continue
 			}
-			if fromTail {
+			if fromTail && live {
 				// The run is active, so not over: it leaves s.active, and
 				// wakes its followers, only after its last event is durable
 				// and its end recorded. Its last wake-up may come between
