@@ -163,3 +163,28 @@ func TestFakeLines(t *testing.T) {
 		}
 	}
 }
+
+// PERF-3: serve's steady p99 counts only the lines sent within its
+// window, so the bursts of runs starting and ending together do not
+// decide it.
+func TestPERF3_SteadyP99KeepsTheMiddle(t *testing.T) {
+	ms := int64(time.Millisecond)
+	var lat, sent []int64
+	for i := range 1000 {
+		at := int64(i) * ms // one line a millisecond for a second
+		l := 5 * ms
+		if i < 100 || i >= 900 {
+			l = 300 * ms // the start's and the end's bursts
+		}
+		lat, sent = append(lat, l), append(sent, at)
+	}
+	if got := steadyP99(lat, sent, 100*ms, 899*ms); got != 5 {
+		t.Errorf("steady p99 %v ms, want 5 (the bursts left out)", got)
+	}
+	if got := steadyP99(lat, sent, 0, 999*ms); got != 300 {
+		t.Errorf("p99 of every line %v ms, want 300", got)
+	}
+	if got := steadyP99(lat, sent, 2000*ms, 1000*ms); got != 0 {
+		t.Errorf("an empty window gave %v ms, want 0", got)
+	}
+}

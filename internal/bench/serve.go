@@ -56,6 +56,14 @@ type ServeResult struct {
 	P50Ms float64 `json:"p50Ms"`
 	P99Ms float64 `json:"p99Ms"`
 	MaxMs float64 `json:"maxMs"`
+	// SteadyP99Ms is P99Ms of the lines the fakes wrote while every run
+	// was streaming, from steadyMargin after the last run was started to
+	// steadyMargin before the first could end; 0 when the scenario is too
+	// short to have such a time. The runs start together and end
+	// together, and each start and end costs drover (and the machine)
+	// far more than a line: this separates those bursts from the steady
+	// state.
+	SteadyP99Ms float64 `json:"steadyP99Ms"`
 	// ReadP99Ms is the p99 of the first part of that: from the fake's
 	// writing the line to drover's translating it (the event's timestamp,
 	// whole milliseconds, so ±1 ms). It tells the time spent reaching
@@ -163,7 +171,7 @@ func (e *Env) RunServe(ctx context.Context, cfg ServeConfig) (ServeResult, error
 	if startErr != nil {
 		return res, fmt.Errorf("start run %d: %w", len(subs)+1, startErr)
 	}
-	var lat, read []int64
+	var lat, sent, read []int64
 	var errs []error
 	for _, sub := range subs {
 		res.Received += sub.texts
@@ -175,6 +183,7 @@ func (e *Env) RunServe(ctx context.Context, cfg ServeConfig) (ServeResult, error
 			errs = append(errs, fmt.Errorf("run %s: %w", sub.run, sub.err))
 		}
 		lat = append(lat, sub.latencies...)
+		sent = append(sent, sub.sent...)
 		read = append(read, sub.reads...)
 	}
 	res.Lost = res.Expected - res.Received
@@ -182,6 +191,11 @@ func (e *Env) RunServe(ctx context.Context, cfg ServeConfig) (ServeResult, error
 		slices.Sort(read)
 		res.ReadP99Ms = float64(read[min(len(read)-1, len(read)*99/100)]) / 1e6
 	}
+	// The steady state: every run started 2 s ago or more, none near its
+	// end.
+	lo := start.Add(time.Duration(res.StartSec*float64(time.Second)) + steadyMargin).UnixNano()
+	hi := start.Add(cfg.Duration - steadyMargin).UnixNano()
+	res.SteadyP99Ms = steadyP99(lat, sent, lo, hi)
 	if len(lat) > 0 {
 		slices.Sort(lat)
 		res.P50Ms = float64(lat[len(lat)/2]) / 1e6
@@ -231,6 +245,7 @@ type subscriber struct {
 	lastSeq   int
 	status    string
 	latencies []int64 // ns
+	sent      []int64 // when the fake wrote each of latencies' lines, Unix ns
 	reads     []int64 // ns, from the fake's line to drover's event timestamp (ms)
 	err       error
 }
@@ -292,10 +307,31 @@ func (s *subscriber) event(data []byte, now int64) {
 			ns, _, _ := strings.Cut(t, " ")
 			if at, err := strconv.ParseInt(ns, 10, 64); err == nil {
 				s.latencies = append(s.latencies, now-at)
+				s.sent = append(s.sent, at)
 				s.reads = append(s.reads, ev.Timestamp*int64(time.Millisecond)-at)
 			}
 		}
 	case "done":
 		s.status = ev.Payload.Status
 	}
+}
+
+// steadyMargin is how long after the runs' starts, and before their ends,
+// the steady state begins and ends (ServeResult.SteadyP99Ms).
+const steadyMargin = 2 * time.Second
+
+// steadyP99 is the p99 (ms) of the latencies whose line was sent within
+// [lo, hi] (Unix ns); 0 when none was.
+func steadyP99(lat, sent []int64, lo, hi int64) float64 {
+	var in []int64
+	for i, at := range sent {
+		if at >= lo && at <= hi {
+			in = append(in, lat[i])
+		}
+	}
+	if len(in) == 0 {
+		return 0
+	}
+	slices.Sort(in)
+	return float64(in[min(len(in)-1, len(in)*99/100)]) / 1e6
 }
