@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"os"
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -31,27 +33,99 @@ func groupHasLiveMember(pgid int) bool {
 // while the first is made.
 func killTagged(tag string, d time.Duration) bool {
 	deadline := time.Now().Add(d)
-	want := []byte(tag)
 	for {
-		found := false
-		pids, _ := procPids()
-		for _, pid := range pids {
-			env, err := os.ReadFile("/proc/" + pid + "/environ")
-			if err != nil || !hasEntry(env, want) || !running(procStat(pid)) {
-				continue
-			}
-			found = true
-			if n, err := strconv.Atoi(pid); err == nil {
-				_ = syscall.Kill(n, syscall.SIGKILL)
-			}
-		}
-		if !found {
+		if !sweepTagged(tag) {
 			return true
 		}
 		if time.Now().After(deadline) {
 			return false
 		}
 		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// sweeps shares killTagged's passes over /proc between the processes that
+// end at once. A pass reads every process's environment (~7 µs each here),
+// and each ending process needs one: when a server's 200 runs ended within
+// two seconds, 200 passes over its ~300 processes filled both cores, and
+// the events of the runs still streaming waited 100–300 ms (issue 12:
+// serve's p99 was decided there). A caller registers its tag for the next
+// pass; one of the callers registered for it runs it, for every tag at
+// once, as soon as no pass is running, and the others wait for it. So at
+// most one pass runs at a time, each serves every tag registered while
+// the one before ran, and each caller runs at most its own pass.
+var sweeps struct {
+	mu      sync.Mutex
+	cond    *sync.Cond
+	next    *sweep // the pass tags are registered for; nil when none is
+	running bool
+}
+
+// sweep is one pass over /proc: the tags it looks for and whether it found
+// a live process carrying each.
+type sweep struct {
+	found map[string]bool
+	over  bool
+}
+
+func init() { sweeps.cond = sync.NewCond(&sweeps.mu) }
+
+// sweepPasses counts the passes made (for tests).
+var sweepPasses atomic.Int64
+
+// sweepTagged makes one pass over /proc that starts after it is called,
+// sending SIGKILL to the live processes that carry tag, and reports
+// whether it found any.
+func sweepTagged(tag string) bool {
+	sweeps.mu.Lock()
+	defer sweeps.mu.Unlock()
+	if sweeps.next == nil {
+		sweeps.next = &sweep{found: map[string]bool{}}
+	}
+	sw := sweeps.next
+	sw.found[tag] = false
+	for !sw.over {
+		if sweeps.running || sweeps.next != sw {
+			sweeps.cond.Wait()
+			continue
+		}
+		sweeps.running, sweeps.next = true, nil
+		sweeps.mu.Unlock()
+		killAllTagged(sw.found)
+		sweeps.mu.Lock()
+		sweeps.running, sw.over = false, true
+		sweeps.cond.Broadcast()
+	}
+	return sw.found[tag]
+}
+
+// killAllTagged sends SIGKILL to every live process whose environment holds
+// one of found's tags, and sets found[tag] for each tag so found.
+func killAllTagged(found map[string]bool) {
+	sweepPasses.Add(1)
+	pids, _ := procPids()
+	for _, pid := range pids {
+		env, err := os.ReadFile("/proc/" + pid + "/environ")
+		if err != nil {
+			continue
+		}
+		// A process may carry several tags (one started by a run's
+		// process that is itself a drover): it counts for each.
+		var tags []string
+		for e := range bytes.SplitSeq(env, []byte{0}) {
+			if _, ok := found[string(e)]; ok {
+				tags = append(tags, string(e))
+			}
+		}
+		if len(tags) == 0 || !running(procStat(pid)) {
+			continue
+		}
+		for _, tag := range tags {
+			found[tag] = true
+		}
+		if n, err := strconv.Atoi(pid); err == nil {
+			_ = syscall.Kill(n, syscall.SIGKILL)
+		}
 	}
 }
 
@@ -94,14 +168,4 @@ func procStat(pid string) [][]byte {
 // neither gone nor a zombie.
 func running(f [][]byte) bool {
 	return len(f) > 0 && len(f[0]) > 0 && f[0][0] != 'Z' && f[0][0] != 'X'
-}
-
-// hasEntry reports whether the NUL-separated environment env holds entry.
-func hasEntry(env, entry []byte) bool {
-	for e := range bytes.SplitSeq(env, []byte{0}) {
-		if bytes.Equal(e, entry) {
-			return true
-		}
-	}
-	return false
 }

@@ -1,0 +1,83 @@
+package proc
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"sync"
+	"syscall"
+	"testing"
+)
+
+// ADP-1, PERF-3: processes ending together share their passes over /proc
+// for escaped descendants. Callers that arrive while a pass runs are all
+// served by one next pass, which starts after they called.
+func TestADP1_EndingProcessesShareTheirSweeps(t *testing.T) {
+	const callers = 8
+	// A pass is running: callers can only register for the next one.
+	sweeps.mu.Lock()
+	sweeps.running = true
+	sweeps.mu.Unlock()
+	var wg sync.WaitGroup
+	results := make([]bool, callers)
+	for i := range callers {
+		wg.Go(func() { results[i] = sweepTagged(fmt.Sprintf("%s=sweep-test-%d", TagEnv, i)) })
+	}
+	for {
+		sweeps.mu.Lock()
+		n := 0
+		if sweeps.next != nil {
+			n = len(sweeps.next.found)
+		}
+		if n >= callers {
+			break
+		}
+		sweeps.mu.Unlock()
+		runtime.Gosched()
+	}
+	before := sweepPasses.Load()
+	sweeps.running = false
+	sweeps.cond.Broadcast()
+	sweeps.mu.Unlock()
+	wg.Wait()
+	if passes := sweepPasses.Load() - before; passes != 1 {
+		t.Errorf("%d callers took %d passes, want 1", callers, passes)
+	}
+	for i, found := range results {
+		if found {
+			t.Errorf("caller %d: a process with its (unused) tag was found", i)
+		}
+	}
+}
+
+// ADP-1: when several processes end at once, each one's escaped
+// descendant is killed, though they share passes.
+func TestADP1_EscapedDescendantsOfProcessesEndingTogether(t *testing.T) {
+	const n = 6
+	procs := make([]*Process, n)
+	for i := range procs {
+		procs[i] = startFake(t, context.Background(), fakeSpec(t, "leader-exit-escape", ""))
+	}
+	// They end on their own, together; each one's cleanup runs as it
+	// ends, whatever order they are read in here.
+	children := make([]int, n)
+	for i, p := range procs {
+		for line, err := range p.Lines() {
+			if err == nil {
+				if v := decodePids(t, line); v.Leader != 0 {
+					children[i] = v.Child
+				}
+			}
+		}
+		within(t, hangBound, "Wait", p.Wait)
+	}
+	for i, child := range children {
+		if child == 0 {
+			t.Fatalf("process %d announced no grandchild", i)
+		}
+		t.Cleanup(func() { _ = syscall.Kill(child, syscall.SIGKILL) })
+		if pidAlive(child) {
+			t.Errorf("escaped grandchild %d of process %d still alive after Wait", child, i)
+		}
+	}
+}
