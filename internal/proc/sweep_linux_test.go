@@ -14,8 +14,16 @@ import (
 // served by one next pass, which starts after they called.
 func TestADP1_EndingProcessesShareTheirSweeps(t *testing.T) {
 	const callers = 8
-	// A pass is running: callers can only register for the next one.
-	sweeps.mu.Lock()
+	// A pass is running (this test's, once no other is): callers can only
+	// register for the next one.
+	for {
+		sweeps.mu.Lock()
+		if !sweeps.running && sweeps.next == nil {
+			break
+		}
+		sweeps.mu.Unlock()
+		runtime.Gosched()
+	}
 	sweeps.running = true
 	sweeps.mu.Unlock()
 	var wg sync.WaitGroup
