@@ -3,6 +3,7 @@ package proc
 import (
 	"bytes"
 	"os"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -30,11 +31,15 @@ func groupHasLiveMember(pgid int) bool {
 // killTagged sends SIGKILL to every live process whose environment holds
 // tag (a "KEY=VALUE" entry), and waits until none is left or d elapses;
 // it reports whether none is left. Several passes: a process may fork
-// while the first is made.
+// while the first is made. A process killed is waited for by its pid: as
+// it exits its environment reads empty before it is gone.
 func killTagged(tag string, d time.Duration) bool {
 	deadline := time.Now().Add(d)
+	var killed []string
 	for {
-		if !sweepTagged(tag) {
+		killed = append(killed, sweepTagged(tag)...)
+		killed = slices.DeleteFunc(killed, func(pid string) bool { return !running(procStat(pid)) })
+		if len(killed) == 0 {
 			return true
 		}
 		if time.Now().After(deadline) {
@@ -61,10 +66,10 @@ var sweeps struct {
 	running bool
 }
 
-// sweep is one pass over /proc: the tags it looks for and whether it found
-// a live process carrying each.
+// sweep is one pass over /proc: the tags it looks for and the live
+// processes it found carrying each (and killed).
 type sweep struct {
-	found map[string]bool
+	found map[string][]string // tag → pids
 	over  bool
 }
 
@@ -74,16 +79,16 @@ func init() { sweeps.cond = sync.NewCond(&sweeps.mu) }
 var sweepPasses atomic.Int64
 
 // sweepTagged makes one pass over /proc that starts after it is called,
-// sending SIGKILL to the live processes that carry tag, and reports
-// whether it found any.
-func sweepTagged(tag string) bool {
+// sending SIGKILL to the live processes that carry tag, and returns their
+// pids.
+func sweepTagged(tag string) []string {
 	sweeps.mu.Lock()
 	defer sweeps.mu.Unlock()
 	if sweeps.next == nil {
-		sweeps.next = &sweep{found: map[string]bool{}}
+		sweeps.next = &sweep{found: map[string][]string{}}
 	}
 	sw := sweeps.next
-	sw.found[tag] = false
+	sw.found[tag] = nil
 	for !sw.over {
 		if sweeps.running || sweeps.next != sw {
 			sweeps.cond.Wait()
@@ -100,8 +105,8 @@ func sweepTagged(tag string) bool {
 }
 
 // killAllTagged sends SIGKILL to every live process whose environment holds
-// one of found's tags, and sets found[tag] for each tag so found.
-func killAllTagged(found map[string]bool) {
+// one of found's tags, and adds its pid to found[tag] for each.
+func killAllTagged(found map[string][]string) {
 	sweepPasses.Add(1)
 	pids, _ := procPids()
 	for _, pid := range pids {
@@ -121,7 +126,7 @@ func killAllTagged(found map[string]bool) {
 			continue
 		}
 		for _, tag := range tags {
-			found[tag] = true
+			found[tag] = append(found[tag], pid)
 		}
 		if n, err := strconv.Atoi(pid); err == nil {
 			_ = syscall.Kill(n, syscall.SIGKILL)
