@@ -62,9 +62,10 @@ func (f *Fields) add(t reflect.Type) {
 const maxFolded = 64
 
 // Claims reports whether the general decoding might decode member name
-// into one of the fields. It errs towards yes: names are compared case-insensitively
-// with '_' and '-' dropped, and any name with a byte ≥ 0x80 (Unicode case
-// folding: "ſ" matches "s") or longer than 64 bytes is claimed.
+// into one of the fields. It errs towards yes: names are compared
+// case-insensitively with '_' and '-' dropped, and any name with a byte
+// ≥ 0x80 (Unicode case folding: "ſ" matches "s") or longer than 64 bytes
+// is claimed, as is every name when a field takes unknown members.
 func (f Fields) Claims(name []byte) bool {
 	var buf [maxFolded]byte
 	k, ok := fold(buf[:0], name)

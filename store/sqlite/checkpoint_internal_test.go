@@ -69,7 +69,7 @@ func TestLED1_CheckpointsOffTheWriterKeepTheWALBounded(t *testing.T) {
 func TestLED1_CheckpointsFollowPagesWritten(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "drover.db")
-	s, err := Open(ctx, path, func(c *config) { c.checkpoint = checkpointConfig{backstop: walBackstop, every: checkpointEvery} })
+	s, err := Open(ctx, path) // the default checkpointEvery: 512 pages
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -78,9 +78,10 @@ func (s *Store) writeBatch(evs []store.Event) (errs []error, err error) {
 	// Not a caller's context: a batch holds many callers' events, and Close
 	// must be able to flush after callers have given up.
 	ctx := context.Background()
-	errs, err = s.writeChecked(ctx, evs, true)
+	ids := batch.RunIDs(evs)
+	errs, err = s.writeChecked(ctx, evs, ids, true)
 	if errors.Is(err, errStaleSeq) {
-		errs, err = s.writeChecked(ctx, evs, false)
+		errs, err = s.writeChecked(ctx, evs, ids, false)
 	}
 	if err == nil {
 		n := 0
@@ -89,7 +90,7 @@ func (s *Store) writeBatch(evs []store.Event) (errs []error, err error) {
 				n += len(ev.JSON)
 			}
 		}
-		s.ck.wrote(pagesWritten(n, len(batch.RunIDs(evs))))
+		s.ck.wrote(pagesWritten(n, len(ids)))
 	}
 	return errs, err
 }
@@ -99,9 +100,8 @@ func (s *Store) writeBatch(evs []store.Event) (errs []error, err error) {
 var errStaleSeq = errors.New("a cached last seq was behind the ledger")
 
 // writeChecked is one transaction of writeBatch, checking seqs against the
-// cache (cached) or the ledger alone.
-func (s *Store) writeChecked(ctx context.Context, evs []store.Event, cached bool) (errs []error, err error) {
-	ids := batch.RunIDs(evs)
+// cache (cached) or the ledger alone; ids are the runs evs name.
+func (s *Store) writeChecked(ctx context.Context, evs []store.Event, ids []string, cached bool) (errs []error, err error) {
 	var last map[string]int64
 	if cached {
 		last = s.seqs.lookup(ids)
