@@ -274,6 +274,43 @@ func appendEvent(b []byte, ev drover.Event) (_ []byte, ok bool) {
 
 const hexDigits = "0123456789abcdef"
 
+// exactAbove is the length of a string above which appendString measures
+// its escaped form before growing the buffer: growing by len(s) and then
+// again for the escapes copied a 10 MB final text's JSON once more, and
+// held both copies at once (issue 12).
+const exactAbove = 64 << 10
+
+// escapedLen is the length of s as appendString writes it, quotes aside.
+func escapedLen(s string) int {
+	n := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		switch {
+		case plain[c]:
+			n++
+			i++
+		case c < utf8.RuneSelf:
+			switch c {
+			case '\\', '"', '\b', '\f', '\n', '\r', '\t':
+				n += 2
+			default:
+				n += 6
+			}
+			i++
+		default:
+			r, size := utf8.DecodeRuneInString(s[i:])
+			switch {
+			case r == utf8.RuneError && size == 1, r == '\u2028', r == '\u2029':
+				n += 6
+			default:
+				n += size
+			}
+			i += size
+		}
+	}
+	return n
+}
+
 // plain holds the bytes appendString copies as they are: ASCII but for
 // control characters, '"', '\\' and the HTML characters. One load per byte
 // instead of six comparisons: text is most of what drover encodes.
@@ -289,7 +326,11 @@ var plain = func() (t [256]bool) {
 // control characters as \b, \f, \n, \r, \t or \u00XX, invalid UTF-8 as
 // \ufffd, U+2028 and U+2029 escaped.
 func appendString(b []byte, s string) []byte {
-	b = slices.Grow(b, len(s)+2) // a long string at once, not by doubling
+	n := len(s)
+	if n > exactAbove {
+		n = escapedLen(s)
+	}
+	b = slices.Grow(b, n+2) // a long string at once, not by doubling
 	b = append(b, '"')
 	start := 0
 	for i := 0; i < len(s); {

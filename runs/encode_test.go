@@ -174,6 +174,34 @@ func BenchmarkAppendString(b *testing.B) {
 	}
 }
 
+// A string longer than exactAbove is encoded into one buffer of its
+// escaped length (each kind of escape counted right), not grown a second
+// time for its escapes: a 10 MB final text's JSON was held twice while it
+// was copied (issue 12).
+func TestPERF2_LongStringEncodedInOneBuffer(t *testing.T) {
+	pieces := []string{"a", "é", "<", ">", "&", "\"", "\\", "\n", "\r", "\t", "\b", "\f", "\x00", "\x1f", "\x7f",
+		"\u2028", "\u2029", "\xff", "\xe2\x82", "😀", " "}
+	for _, p := range pieces {
+		s := strings.Repeat("a"+p, 40_000)
+		if len(s) <= exactAbove {
+			t.Fatalf("%d bytes: not long", len(s))
+		}
+		want, _ := json.Marshal(s)
+		b := appendString(nil, s)
+		if !bytes.Equal(b, want) {
+			t.Fatalf("%q: JSON differs from encoding/json's", p)
+		}
+		if n := escapedLen(s); n != len(want)-2 {
+			t.Errorf("%q: escapedLen %d, escaped %d", p, n, len(want)-2)
+		}
+		// One allocation of the escaped length, rounded up to the runtime's
+		// pages; growing again would have added a quarter.
+		if spare := cap(b) - len(b); spare >= 8<<10 {
+			t.Errorf("%q: %d bytes spare after %d: the buffer grew twice", p, spare, len(b))
+		}
+	}
+}
+
 // An event whose text is longer than collectAbove, and at least a quarter
 // of the live heap, is encoded after a collection that returns the garbage
 // of the text's growth to the system (issue 12); a short one, or one small
