@@ -26,7 +26,8 @@ func (s *Store) PostControl(ctx context.Context, m *store.ControlMessage) error 
 }
 
 // TakeControls returns and deletes the queued messages of runIDs, in one
-// write transaction: a message is taken by exactly one caller.
+// write transaction: a message is taken by exactly one caller. When none
+// is queued it only reads.
 func (s *Store) TakeControls(ctx context.Context, runIDs []string) ([]store.ControlMessage, error) {
 	if len(runIDs) == 0 {
 		return nil, nil
@@ -34,6 +35,21 @@ func (s *Store) TakeControls(ctx context.Context, runIDs []string) ([]store.Cont
 	args := make([]any, len(runIDs))
 	for i, id := range runIDs {
 		args[i] = id
+	}
+	// A supervisor polls this every 250 ms while it has runs, and there is
+	// almost never anything queued. A write transaction takes the file's
+	// write lock even to delete nothing, and a writer in another process
+	// sharing the ledger then waits in SQLite's busy handler, which
+	// sleeps; a read on a reader connection takes no lock. A message
+	// posted just after the read is taken by the next poll, as one posted
+	// just after the delete always was.
+	var queued bool
+	if err := s.r.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM controls WHERE run_id IN (`+placeholders(len(args))+`))`,
+		args...).Scan(&queued); err != nil {
+		return nil, fmt.Errorf("take controls of %s: %w", strings.Join(runIDs, ", "), err)
+	}
+	if !queued {
+		return nil, nil
 	}
 	var out []store.ControlMessage
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
