@@ -187,19 +187,15 @@ func (e *Env) RunServe(ctx context.Context, cfg ServeConfig) (ServeResult, error
 		read = append(read, sub.reads...)
 	}
 	res.Lost = res.Expected - res.Received
-	if len(read) > 0 {
-		slices.Sort(read)
-		res.ReadP99Ms = float64(read[min(len(read)-1, len(read)*99/100)]) / 1e6
-	}
+	res.ReadP99Ms = p99Ms(read)
 	// The steady state: every run started 2 s ago or more, none near its
 	// end.
 	lo := start.Add(time.Duration(res.StartSec*float64(time.Second)) + steadyMargin).UnixNano()
 	hi := start.Add(cfg.Duration - steadyMargin).UnixNano()
 	res.SteadyP99Ms = steadyP99(lat, sent, lo, hi)
+	res.P99Ms = p99Ms(lat) // after steadyP99, which pairs lat with sent
 	if len(lat) > 0 {
-		slices.Sort(lat)
 		res.P50Ms = float64(lat[len(lat)/2]) / 1e6
-		res.P99Ms = float64(lat[min(len(lat)-1, len(lat)*99/100)]) / 1e6
 		res.MaxMs = float64(lat[len(lat)-1]) / 1e6
 	}
 	switch {
@@ -329,9 +325,14 @@ func steadyP99(lat, sent []int64, lo, hi int64) float64 {
 			in = append(in, lat[i])
 		}
 	}
-	if len(in) == 0 {
+	return p99Ms(in)
+}
+
+// p99Ms is the p99 of ns (nanoseconds) in ms, sorting ns; 0 for none.
+func p99Ms(ns []int64) float64 {
+	if len(ns) == 0 {
 		return 0
 	}
-	slices.Sort(in)
-	return float64(in[min(len(in)-1, len(in)*99/100)]) / 1e6
+	slices.Sort(ns)
+	return float64(ns[min(len(ns)-1, len(ns)*99/100)]) / 1e6
 }

@@ -103,12 +103,13 @@ func (s *Store) lastSeqs(ctx context.Context, tx *sql.Tx, ids []string) (map[str
 
 // checkSeqs checks that each event continues its run (see
 // batch.CheckSeqs) against known, runs' last seqs the caller has (nil for
-// none), and for the other runs named in evs their last seqs read inside
-// tx (which holds the write lock, so no other writer can move them). It
-// returns known with those read, advanced past the events that pass.
-func (s *Store) checkSeqs(ctx context.Context, tx *sql.Tx, evs []store.Event, known map[string]int64) ([]error, map[string]int64, error) {
+// none), and for the other runs of ids (the runs evs name, batch.RunIDs)
+// their last seqs read inside tx (which holds the write lock, so no other
+// writer can move them). It returns known with those read, advanced past
+// the events that pass.
+func (s *Store) checkSeqs(ctx context.Context, tx *sql.Tx, evs []store.Event, ids []string, known map[string]int64) ([]error, map[string]int64, error) {
 	var missing []string
-	for _, id := range batch.RunIDs(evs) {
+	for _, id := range ids {
 		if _, ok := known[id]; !ok {
 			missing = append(missing, id)
 		}
@@ -180,9 +181,10 @@ func (s *Store) AppendEvents(ctx context.Context, evs []store.Event) error {
 	}
 	// Read from the ledger, not the writer's cache, and dropped from it:
 	// the writer reads these runs again.
-	defer s.seqs.forget(batch.RunIDs(evs)...)
+	ids := batch.RunIDs(evs)
+	defer s.seqs.forget(ids...)
 	return s.inTx(ctx, func(tx *sql.Tx) error {
-		errs, _, err := s.checkSeqs(ctx, tx, evs, nil)
+		errs, _, err := s.checkSeqs(ctx, tx, evs, ids, nil)
 		if err != nil {
 			return fmt.Errorf("append events: %w", err)
 		}

@@ -109,7 +109,7 @@ func (s *Store) writeChecked(ctx context.Context, evs []store.Event, ids []strin
 	hit := len(last) > 0
 	err = s.inTx(ctx, func(tx *sql.Tx) error {
 		var err error
-		if errs, last, err = s.checkSeqs(ctx, tx, evs, last); err != nil {
+		if errs, last, err = s.checkSeqs(ctx, tx, evs, ids, last); err != nil {
 			return err
 		}
 		if hit && batch.FirstError(errs) != nil {
