@@ -133,11 +133,17 @@ func (r Report) Print(w io.Writer) {
 		if s.SteadyP99Ms > 0 {
 			steady = fmt.Sprintf("%.1f ms", s.SteadyP99Ms)
 		}
-		fmt.Fprintln(tw, "peak RSS\t≤150 MB\tp50\tp99\t≤50 ms\tsteady p99\tmax\tp99 to drover\texpected\treceived\tlost\tgaps\tfailed runs\tstart s\twall s\t")
-		fmt.Fprintf(tw, "%.1f MB\t%s\t%.1f ms\t%.1f ms\t%s\t%s\t%.1f ms\t%.0f ms\t%d\t%d\t%d\t%d\t%d\t%.2f\t%.1f\t\n", mb(s.PeakRSS), mark(s.PeakRSS <= TargetServeRSS, ""),
-			s.P50Ms, s.P99Ms, mark(s.P99Ms <= TargetServeP99Ms, ""), steady, s.MaxMs, s.ReadP99Ms, s.Expected, s.Received, s.Lost, s.Gaps, s.Failed, s.StartSec, s.WallSec)
+		cores, perLine, busy := "-", "-", "-"
+		if s.SteadyCores > 0 {
+			cores = fmt.Sprintf("%.2f", s.SteadyCores)
+			perLine = fmt.Sprintf("%.0f µs", s.SteadyUsPerLine)
+			busy = fmt.Sprintf("%.0f%% (steal %.0f%%)", s.MachineBusy, s.Steal)
+		}
+		fmt.Fprintln(tw, "peak RSS\t≤150 MB\tp50\tp99\t≤50 ms\tsteady p99\tmax\tp99 to drover\texpected\treceived\tlost\tgaps\tfailed runs\tstart s\twall s\tsteady CPU\tCPU/line\tmachine busy\t")
+		fmt.Fprintf(tw, "%.1f MB\t%s\t%.1f ms\t%.1f ms\t%s\t%s\t%.1f ms\t%.0f ms\t%d\t%d\t%d\t%d\t%d\t%.2f\t%.1f\t%s\t%s\t%s\t\n", mb(s.PeakRSS), mark(s.PeakRSS <= TargetServeRSS, ""),
+			s.P50Ms, s.P99Ms, mark(s.P99Ms <= TargetServeP99Ms, ""), steady, s.MaxMs, s.ReadP99Ms, s.Expected, s.Received, s.Lost, s.Gaps, s.Failed, s.StartSec, s.WallSec, cores, perLine, busy)
 		tw.Flush()
-		fmt.Fprintln(w, "\np50/p99/max: the fake's line → its SSE event at the subscriber; steady p99: the same of the lines written from 2 s after the last run was started to 2 s before the first could end (the runs start and end together); p99 to drover: the fake's line → drover's translating it (event timestamp, ±1 ms).")
+		fmt.Fprintln(w, "\np50/p99/max: the fake's line → its SSE event at the subscriber; steady p99: the same of the lines written from 2 s after the last run was started to 2 s before the first could end (the runs start and end together); p99 to drover: the fake's line → drover's translating it (event timestamp, ±1 ms); steady CPU: drover serve's own (not its fakes'), in cores, over the steady p99's window, and per line the fakes wrote; machine busy: the share of all CPUs busy then (steal: taken by the hypervisor).")
 	}
 	for _, f := range r.Profiles {
 		fmt.Fprintln(w, "profile:", f)

@@ -64,6 +64,19 @@ type ServeResult struct {
 	// far more than a line: this separates those bursts from the steady
 	// state.
 	SteadyP99Ms float64 `json:"steadyP99Ms"`
+	// SteadyCores is drover serve's CPU time (all its threads, not the
+	// fakes) over the same window, in cores, and SteadyUsPerLine that
+	// time per line the fakes wrote in it (Runs × Rate a second), µs:
+	// drover's own cost, steadier than its latency on a shared machine.
+	// MachineBusy and Steal are the shares of the whole machine's CPU
+	// time busy (drover, the fakes, this harness, anything else) and
+	// taken by the hypervisor over the window, %: a latency measured on a
+	// machine near 100 % busy is a queue for the CPU. All 0 when the
+	// scenario has no steady window.
+	SteadyCores     float64 `json:"steadyCores"`
+	SteadyUsPerLine float64 `json:"steadyUsPerLine"`
+	MachineBusy     float64 `json:"machineBusy"`
+	Steal           float64 `json:"steal"`
 	// ReadP99Ms is the p99 of the first part of that: from the fake's
 	// writing the line to drover's translating it (the event's timestamp,
 	// whole milliseconds, so ±1 ms). It tells the time spent reaching
@@ -164,7 +177,28 @@ func (e *Env) RunServe(ctx context.Context, cfg ServeConfig) (ServeResult, error
 	if startErr != nil {
 		cancel()
 	}
+	// The steady state: every run started steadyMargin ago or more, none
+	// near its end. Its CPU is sampled by a goroutine of this function,
+	// stopped by done once the streams have ended and waited for.
+	lo := start.Add(time.Duration(res.StartSec*float64(time.Second)) + steadyMargin)
+	hi := start.Add(cfg.Duration - steadyMargin)
+	var cpu cpuWindow
+	var sampler sync.WaitGroup
+	done := make(chan struct{})
+	if startErr == nil && hi.After(lo) {
+		sampler.Go(func() {
+			if w, ok := measureCPU(done, c.Process.Pid, lo, hi); ok {
+				cpu = w
+			}
+		})
+	}
 	streams.Wait()
+	close(done)
+	sampler.Wait()
+	if cpu.Seconds > 0 {
+		res.SteadyCores, res.MachineBusy, res.Steal = cpu.Cores, cpu.Busy, cpu.Steal
+		res.SteadyUsPerLine = 1e6 * cpu.Cores / (float64(cfg.Runs) * cfg.Rate)
+	}
 	res.WallSec = time.Since(start).Seconds()
 	res.PeakRSS, _ = procStatus(c.Process.Pid, "VmHWM")
 	stop()
@@ -188,11 +222,7 @@ func (e *Env) RunServe(ctx context.Context, cfg ServeConfig) (ServeResult, error
 	}
 	res.Lost = res.Expected - res.Received
 	res.ReadP99Ms = p99Ms(read)
-	// The steady state: every run started 2 s ago or more, none near its
-	// end.
-	lo := start.Add(time.Duration(res.StartSec*float64(time.Second)) + steadyMargin).UnixNano()
-	hi := start.Add(cfg.Duration - steadyMargin).UnixNano()
-	res.SteadyP99Ms = steadyP99(lat, sent, lo, hi)
+	res.SteadyP99Ms = steadyP99(lat, sent, lo.UnixNano(), hi.UnixNano())
 	res.P99Ms = p99Ms(lat) // after steadyP99, which pairs lat with sent
 	if len(lat) > 0 {
 		res.P50Ms = float64(lat[len(lat)/2]) / 1e6
