@@ -3,6 +3,7 @@
 package bench
 
 import (
+	"encoding/json"
 	"os"
 	"sync"
 	"testing"
@@ -56,5 +57,28 @@ func TestPERF3_ServeCPUWindowIsTheProcesssOwn(t *testing.T) {
 	}
 	if _, err := sampleCPU(-1); err == nil {
 		t.Error("sampling no process gave no error")
+	}
+}
+
+// PERF-3: `bench --json` carries the serve scenario's results, not only
+// its configuration.
+func TestPERF3_ServeJSONCarriesTheResults(t *testing.T) {
+	res := ServeResult{ServeConfig: ServeConfig{Runs: 200, Rate: 20, Duration: time.Minute}, DurationSec: 60,
+		Received: 240000, P99Ms: 12.5, SteadyCores: 0.4, SteadyUsPerLine: 100}
+	b, err := json.Marshal(Report{Serve: &res})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got struct {
+		Serve map[string]any `json:"serve"`
+	}
+	if err := json.Unmarshal(b, &got); err != nil {
+		t.Fatal(err)
+	}
+	for k, want := range map[string]float64{"runs": 200, "rate": 20, "durationSec": 60, "received": 240000, "p99Ms": 12.5,
+		"steadyCores": 0.4, "steadyUsPerLine": 100} {
+		if v, ok := got.Serve[k].(float64); !ok || v != want {
+			t.Errorf("serve.%s = %v, want %v in %s", k, got.Serve[k], want, b)
+		}
 	}
 }

@@ -26,21 +26,14 @@ import (
 type ServeConfig struct {
 	Runs     int           `json:"runs"`
 	Rate     float64       `json:"rate"`
-	Duration time.Duration `json:"-"`
-}
-
-// MarshalJSON gives Duration in seconds.
-func (c ServeConfig) MarshalJSON() ([]byte, error) {
-	type plain ServeConfig
-	return json.Marshal(struct {
-		plain
-		DurationSec float64 `json:"durationSec"`
-	}{plain(c), c.Duration.Seconds()})
+	Duration time.Duration `json:"-"` // ServeResult.DurationSec
 }
 
 // ServeResult is what the serve scenario measured.
 type ServeResult struct {
 	ServeConfig
+	// DurationSec is ServeConfig.Duration, in seconds.
+	DurationSec float64 `json:"durationSec"`
 	// Expected is the text events the runs' fakes print in all (Runs ×
 	// Rate × Duration), Received those the subscribers got; Lost is the
 	// difference, Gaps the seq numbers missing from the streams, Failed
@@ -101,7 +94,7 @@ type ServeResult struct {
 // its own (127.0.0.1, an ephemeral port, no token, --limit Runs, its own
 // ledger), and stops it with SIGINT at the end.
 func (e *Env) RunServe(ctx context.Context, cfg ServeConfig) (ServeResult, error) {
-	res := ServeResult{ServeConfig: cfg}
+	res := ServeResult{ServeConfig: cfg, DurationSec: cfg.Duration.Seconds()}
 	lines := int(cfg.Rate * cfg.Duration.Seconds())
 	res.Expected = lines * cfg.Runs
 	s, err := e.newSandbox()
