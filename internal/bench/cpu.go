@@ -83,7 +83,8 @@ type cpuWindow struct {
 	// Busy and Steal are the machine's busy and stolen shares of its
 	// CPU time, %.
 	Busy, Steal float64
-	Seconds     float64
+	// Seconds is the window's length.
+	Seconds float64
 }
 
 // measureCPU samples pid at from and at to and returns the difference; it

@@ -34,10 +34,9 @@ func TestPERF3_ServeCPUWindowIsTheProcesssOwn(t *testing.T) {
 	if !ok {
 		t.Fatal("no window measured")
 	}
-	// A spinning goroutine is a core's worth of CPU time unless the
-	// machine starves it; anything near zero means the wrong process or
-	// fields were read.
-	if w.Cores < 0.1 || w.Cores > 64 || w.Busy <= 0 || w.Busy > 100 || w.Steal < 0 || w.Seconds < 0.3 {
+	// A spinning goroutine is a core's worth of CPU time, or its share of
+	// a loaded machine's; zero means the wrong process or fields were read.
+	if w.Cores < 0.02 || w.Cores > 64 || w.Busy <= 0 || w.Busy > 100 || w.Steal < 0 || w.Seconds < 0.3 {
 		t.Errorf("spinning: %+v; want about a core of this process's CPU and a busy machine", w)
 	}
 
