@@ -814,9 +814,10 @@ func (c *Conversation) messageChunk(s string, id *string) []drover.Event {
 // growWrite appends s to b, doubling b's capacity when it is full: a
 // Builder grows a large buffer by a quarter at a time, which copied a
 // streamed message of 100,000 chunks about four times over (issue 12).
+// Grow(n) makes the capacity 2×cap+n, so n is only what s needs.
 func growWrite(b *strings.Builder, s string) {
 	if b.Cap()-b.Len() < len(s) {
-		b.Grow(max(len(s), b.Len()))
+		b.Grow(len(s))
 	}
 	b.WriteString(s)
 }
