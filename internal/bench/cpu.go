@@ -27,21 +27,14 @@ type cpuSample struct {
 // (/proc/stat), in ticks of 1/userHZ s.
 func sampleCPU(pid int) (cpuSample, error) {
 	var s cpuSample
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	f, err := procStat(pid)
 	if err != nil {
 		return s, err
 	}
-	// pid (comm) state ppid … utime stime: utime is the 14th field, the
-	// 12th after comm, which may hold spaces and parentheses.
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 {
-		return s, fmt.Errorf("/proc/%d/stat: %q: no comm", pid, b)
-	}
-	f := strings.Fields(string(b[i+1:]))
 	if len(f) < 13 {
-		return s, fmt.Errorf("/proc/%d/stat: %q: too few fields", pid, b)
+		return s, fmt.Errorf("/proc/%d/stat: %d fields after the command name, want utime and stime", pid, len(f))
 	}
-	for _, v := range f[11:13] {
+	for _, v := range f[11:13] { // utime, stime
 		n, err := strconv.ParseInt(v, 10, 64)
 		if err != nil {
 			return s, fmt.Errorf("/proc/%d/stat: %w", pid, err)

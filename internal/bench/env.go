@@ -276,19 +276,25 @@ func procStatus(pid int, field string) (int64, error) {
 	return 0, fmt.Errorf("no %s in /proc/%d/status", field, pid)
 }
 
-// alive reports whether pid is a live (not zombie) member of group pgid.
-func alive(pid, pgid int) bool {
+// procStat returns the fields of /proc/PID/stat after the command name
+// (state, ppid, pgrp, …, utime and stime at 11 and 12).
+func procStat(pid int) ([]string, error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
-		return false
+		return nil, err
 	}
-	// pid (comm) state ppid pgrp …; comm may hold spaces and parentheses.
+	// pid (comm) state …; comm may hold spaces and parentheses.
 	i := bytes.LastIndexByte(b, ')')
 	if i < 0 {
-		return false
+		return nil, fmt.Errorf("/proc/%d/stat: %q: no command name", pid, b)
 	}
-	f := strings.Fields(string(b[i+1:]))
-	if len(f) < 3 || f[0] == "Z" || f[0] == "X" {
+	return strings.Fields(string(b[i+1:])), nil
+}
+
+// alive reports whether pid is a live (not zombie) member of group pgid.
+func alive(pid, pgid int) bool {
+	f, err := procStat(pid)
+	if err != nil || len(f) < 3 || f[0] == "Z" || f[0] == "X" {
 		return false
 	}
 	g, _ := strconv.Atoi(f[2])
@@ -310,11 +316,8 @@ func (e *Env) killLeftovers() int {
 		if err != nil || !bytes.Contains(env, mark) {
 			continue
 		}
-		st, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-		if err == nil {
-			if i := bytes.LastIndexByte(st, ')'); i >= 0 && i+2 < len(st) && st[i+2] == 'Z' {
-				continue // dead, not yet reaped
-			}
+		if f, err := procStat(pid); err == nil && len(f) > 0 && f[0] == "Z" {
+			continue // dead, not yet reaped
 		}
 		if syscall.Kill(pid, syscall.SIGKILL) == nil {
 			n++
