@@ -1,7 +1,7 @@
 package fakemodel
 
 // The Anthropic Messages API, as Claude Code speaks it (measured with
-// 2.1.197 and 2.1.330; see shared/vendors/clis-claude-codex.md §4.2).
+// 2.1.197 and 2.1.330).
 
 import (
 	"context"

@@ -1,8 +1,7 @@
 package fakemodel
 
 // The OpenAI Chat Completions API, as OpenCode speaks it through
-// @ai-sdk/openai-compatible (measured with 1.18.33; see
-// shared/vendors/clis-gemini-opencode-acp.md §4.2).
+// @ai-sdk/openai-compatible (measured with 1.18.33).
 
 import (
 	"context"

@@ -1,8 +1,7 @@
 package fakemodel
 
 // The Gemini API (generativelanguage v1beta), as Gemini CLI speaks it
-// (measured with 0.61.0; see shared/vendors/clis-gemini-opencode-acp.md
-// §3.2).
+// (measured with 0.61.0).
 
 import (
 	"context"

@@ -1,7 +1,6 @@
 package fakemodel
 
-// The OpenAI Responses API, as Codex speaks it (measured with 0.169.0; see
-// shared/vendors/clis-claude-codex.md §5.2).
+// The OpenAI Responses API, as Codex speaks it (measured with 0.169.0).
 
 import (
 	"context"

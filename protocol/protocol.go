@@ -1,4 +1,4 @@
-// Package protocol is drover's client protocol (DESIGN.md §8, PRO-1, PRO-2):
+// Package protocol is drover's client protocol (docs/requirements.md §8, PRO-1, PRO-2):
 // JSON objects, one a line, exchanged with a program that drives drover.
 //
 // A request is {"id":N,"op":"…", …fields of the op}; its response carries
@@ -49,7 +49,7 @@ const (
 	// run that is not running (not started yet, or ended).
 	CodeConflict = "CONFLICT"
 	// CodeInternal: drover failed to answer (e.g. the ledger could not be
-	// read). Not in DESIGN.md's list; the request may be retried.
+	// read). Not in the list of PRO-1; the request may be retried.
 	CodeInternal = "INTERNAL_ERROR"
 )
 

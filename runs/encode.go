@@ -18,8 +18,7 @@ import (
 // minSlab the smallest. A run that fills its slabs within slabFast gets
 // slabs twice as large, up to slabSize; one that takes longer than
 // slabSlow, half as large, down to minSlab: a busy run allocates seldom,
-// and a server running 200 slow runs does not hold 64 KiB for each
-// (issue 12).
+// and a server running 200 slow runs does not hold 64 KiB for each.
 const (
 	slabSize = 64 << 10
 	minSlab  = 4 << 10
@@ -93,7 +92,7 @@ const collectAbove = 1 << 20
 // a buffer (an adapter joining a streamed message's chunks, a reader
 // joining a long line): the heap has grown by a few times its size, and
 // the event's JSON would grow it by its size once more. Collecting first
-// kept a 10 MB final text's run 20 MB smaller (issue 12). The bound keeps
+// kept a 10 MB final text's run 20 MB smaller. The bound keeps
 // the cost in proportion: the collector runs anyway each time the heap
 // grows by its live size, so such a text costs at most a few collections
 // more, and a server with a large heap does not collect for every long
@@ -127,7 +126,7 @@ func longText(ev drover.Event) int {
 // payload drover defines, once per process. encoding/json builds a type's
 // encoder the first time it meets the type: for a run's first event (init,
 // which appendEvent leaves to it) that took ~0.6 ms, all of it between the
-// vendor's first line and the event (issue 12: first event ≤ 2 ms). The
+// vendor's first line and the event. The
 // recorder's encoder calls it as it starts, while the vendor is starting.
 var warmEncoders = sync.OnceFunc(func() {
 	for _, p := range []any{drover.InitPayload{}, drover.ToolUsePayload{Input: map[string]any{}},
@@ -162,7 +161,7 @@ var payloadStatus = []byte(`,"payload":{"status":"`)
 // result, and the result is written into that, after the status, by
 // appendString, in a buffer of its final size. encoding/json grows its
 // buffer by a quarter at a time and its output was then copied, which
-// for a 10 MB result held several copies at once (issue 12). The bytes
+// for a 10 MB result held several copies at once. The bytes
 // are encoding/json's. ok is false when the event's JSON is not as
 // expected (the caller encodes it whole then).
 func encodeLongDone(ev drover.Event, p drover.DonePayload) (_ []byte, ok bool) {
@@ -209,7 +208,7 @@ func (e *slabEncoder) Write(p []byte) (int, error) {
 // text_delta or thinking payload (or none) and metadata of strings only.
 // ok is false for any other event (b is then unchanged), which the caller
 // encodes with encoding/json. Reflection over Event and its payload cost
-// as much as the rest of recording (issue 12).
+// as much as the rest of recording.
 func appendEvent(b []byte, ev drover.Event) (_ []byte, ok bool) {
 	var key, val string
 	switch p := ev.Payload.(type) {
@@ -277,7 +276,7 @@ const hexDigits = "0123456789abcdef"
 // exactAbove is the length of a string above which appendString measures
 // its escaped form before growing the buffer: growing by len(s) and then
 // again for the escapes copied a 10 MB final text's JSON once more, and
-// held both copies at once (issue 12).
+// held both copies at once.
 const exactAbove = 64 << 10
 
 // escapedLen is the length of s as appendString writes it, quotes aside.

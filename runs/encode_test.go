@@ -177,7 +177,7 @@ func BenchmarkAppendString(b *testing.B) {
 // A string longer than exactAbove is encoded into one buffer of its
 // escaped length (each kind of escape counted right), not grown a second
 // time for its escapes: a 10 MB final text's JSON was held twice while it
-// was copied (issue 12).
+// was copied.
 func TestPERF2_LongStringEncodedInOneBuffer(t *testing.T) {
 	pieces := []string{"a", "é", "<", ">", "&", "\"", "\\", "\n", "\r", "\t", "\b", "\f", "\x00", "\x1f", "\x7f",
 		"\u2028", "\u2029", "\xff", "\xe2\x82", "😀", " "}
@@ -204,7 +204,7 @@ func TestPERF2_LongStringEncodedInOneBuffer(t *testing.T) {
 
 // An event whose text is longer than collectAbove, and at least a quarter
 // of the live heap, is encoded after a collection that returns the garbage
-// of the text's growth to the system (issue 12); a short one, or one small
+// of the text's growth to the system; a short one, or one small
 // beside a large live heap, is not.
 func TestPERF2_LongTextCollectedBeforeEncoding(t *testing.T) {
 	forced := []metrics.Sample{{Name: "/gc/cycles/forced:gc-cycles"}}

@@ -72,8 +72,7 @@ func (s *Supervisor) FollowBatches(ctx context.Context, id string, afterSeq int6
 		// long final text to a pipe) takes the last events from it rather
 		// than reading them back from the ledger. Read back, the text
 		// event and done of a gemini run with a 10 MB text were each held
-		// twice more at once, by SQLite and by its copy (issue 12: peak
-		// RSS).
+		// twice more at once, by SQLite and by its copy.
 		var held *tail
 		for {
 			var wake <-chan struct{}

@@ -18,7 +18,7 @@ const tailMax = 1024
 // tailHold is the most the tail holds before it forgets its oldest:
 // twice tailMax, so that forgetting is not per event. (A quarter more
 // than tailMax saved 0.5–1 MB of a 100k-event run but sent its follower
-// back to SQLite at times in a 1M one: +1 MB and +8–25 % CPU, issue 12.)
+// back to SQLite at times in a 1M one: +1 MB and +8–25 % CPU.)
 const tailHold = 2 * tailMax
 
 // tailAge is how long an event stays in the tail. A follower keeping up
@@ -31,7 +31,7 @@ const tailAge = time.Second
 // them (the same JSON bytes, which are never written again). Followers of
 // a run this process owns read them here rather than query the ledger for
 // what it was just given: reading each event back from SQLite was a
-// tenth of a recorded run's CPU (issue 12). A follower that is further
+// tenth of a recorded run's CPU. A follower that is further
 // behind than the tail reaches reads the ledger, as does one of a run that
 // has ended or that another process owns.
 type tail struct {

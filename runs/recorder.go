@@ -85,7 +85,7 @@ func (r *recorder) queue(ev drover.Event) {
 // committer (pop): a ring that grows to the most events pending at once
 // (at most pendingCommits + 1) and is reused from then on. (A slice
 // popped from its front and appended to at its back was reallocated over
-// and over: a tenth of what a long run allocated, issue 12.)
+// and over: a tenth of what a long run allocated.)
 type eventQueue struct {
 	mu   sync.Mutex
 	ring []store.Event

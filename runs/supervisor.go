@@ -1,6 +1,6 @@
 // Package runs is drover's supervisor: every agent run becomes a process
 // drover starts, limits, times out, cancels, nests in a tree, and records in
-// the ledger (DESIGN.md §6, RUN-1…RUN-7).
+// the ledger (docs/requirements.md §6, RUN-1…RUN-7).
 //
 // Events flow one way: the engine yields an event, the supervisor gives it
 // runId and seq, persists it, and only then tells readers it exists. Readers
@@ -262,7 +262,7 @@ func New(ctx context.Context, eng *drover.Engine, st store.Store, cfg Config) (*
 // pendingEvents and pendingCommits bound how far a run may get ahead of
 // its encoder and of the ledger. Each run's channels are allocated whole
 // when it starts (a drover.Event is ~100 bytes): at 1024 and 4096 they
-// were 130 KB per run, 26 MB for a server running 200 (issue 12). Each
+// were 130 KB per run, 26 MB for a server running 200. Each
 // pending commit also holds its event's JSON: once adapters read their
 // lines faster than the ledger writes them (internal/jsonscan) a run keeps
 // all of them pending, and 2048 had cost a run 1 MB of peak RSS for no

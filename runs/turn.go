@@ -33,7 +33,7 @@ type turn struct {
 
 // seqSpan is n messages read from the events seq, seq+1, …: a streamed
 // turn's texts follow one another, so a run of a million messages is
-// held as one span, not a million seqs (issue 12).
+// held as one span, not a million seqs.
 type seqSpan struct{ seq, n int64 }
 
 // message adds the message of the event seq.

@@ -1,4 +1,4 @@
-// Package server is drover's HTTP transport (DESIGN.md §8, PRO-3): the
+// Package server is drover's HTTP transport (docs/requirements.md §8, PRO-3): the
 // operations of the client protocol as JSON endpoints, plus Server-Sent
 // Events streams of runs' UES events. It is a thin layer over
 // protocol.Server, which executes every operation; streams read the ledger

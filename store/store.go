@@ -119,7 +119,7 @@ type Message struct {
 	// stands for: Index, Index+1, … read from the events Seq, Seq+1, …
 	// (a run of consecutive message events, as a long streamed turn is);
 	// 0 and 1 mean one. FinishRun takes spans, so that a run of a million
-	// messages ends without a million entries in memory (issue 12);
+	// messages ends without a million entries in memory;
 	// Messages returns every message on its own. Not part of the JSON
 	// form.
 	Span int `json:"-"`

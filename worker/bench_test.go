@@ -11,8 +11,7 @@ import (
 	"github.com/drover-run/drover/worker"
 )
 
-// BenchmarkClaims3Workers is the queue's throughput (issue 14: claims/s
-// with 3 workers): three workers, each on its own connection pool as on
+// BenchmarkClaims3Workers is the queue's throughput: three workers, each on its own connection pool as on
 // its own host, serve runs of an agent that answers at once; each
 // iteration queues 30 runs through a client and waits until all are
 // recorded completed. It reports runs claimed, run and recorded per second.

@@ -343,7 +343,7 @@ var (
 // of the agent's message or thought, the lines a streamed turn is made
 // of, decoding it once: the general path decodes the envelope, its params
 // and the update one inside another, which was a quarter of a streamed
-// gemini run's CPU (issue 12). ok is false for any other line (nothing is
+// gemini run's CPU. ok is false for any other line (nothing is
 // changed then), which Translate decodes as before; the events are the
 // same either way.
 func (c *Conversation) textChunkLine(raw []byte) (_ []drover.Event, ok bool) {
@@ -778,7 +778,7 @@ func (c *Conversation) notify(m message, raw []byte) []drover.Event {
 // a text block ({"type":"text","text":…}), and its messageId, decoding
 // only those fields: acp-go-sdk's ContentBlock decodes the block again
 // with encoding/json, for every chunk, which was a fifth of a streamed
-// gemini run's CPU (issue 12). ok is false for any other chunk, which the
+// gemini run's CPU. ok is false for any other chunk, which the
 // caller decodes with the SDK's types as before.
 func textChunk(update []byte) (text string, messageID *string, ok bool) {
 	var u struct {
@@ -813,7 +813,7 @@ func (c *Conversation) messageChunk(s string, id *string) []drover.Event {
 
 // growWrite appends s to b, doubling b's capacity when it is full: a
 // Builder grows a large buffer by a quarter at a time, which copied a
-// streamed message of 100,000 chunks about four times over (issue 12).
+// streamed message of 100,000 chunks about four times over.
 // Grow(n) makes the capacity 2×cap+n, so n is only what s needs.
 func growWrite(b *strings.Builder, s string) {
 	if b.Cap()-b.Len() < len(s) {

@@ -239,7 +239,7 @@ var scanFields = struct{ line, message, block jsonscan.Fields }{
 
 // scanLine decodes raw into l (zero) as Stamp.Decode does, with the
 // scanner, when it is a line of the shape most of a run is made of: a
-// message of text blocks (reflection was most of its decoding, issue 12).
+// message of text blocks (reflection was most of its decoding).
 // ok is false, l undefined, for any other line or one it does not read
 // exactly as the general decoding would (see jsonscan); a line it reads
 // has a type.

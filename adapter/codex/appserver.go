@@ -612,7 +612,7 @@ var itemLineFields = struct{ line, params, item jsonscan.Fields }{
 // scanItemLine reads an item/started or item/completed notification whose
 // item has only a type, an id and a text (agent messages: most lines of a
 // long run) with the scanner, giving what Translate's general decoding
-// and itemOf give, in a fraction of their time (issue 12). ok is false for
+// and itemOf give, in a fraction of their time. ok is false for
 // any other line, or one it does not read exactly as they would (see
 // jsonscan).
 func scanItemLine(raw []byte) (method string, it appItem, ok bool) {
@@ -677,7 +677,7 @@ func scanItem(s *jsonscan.Scanner, it *appItem) (ok bool) {
 
 // itemField is a notification's item, decoded within the pass over its
 // params: decoding it as raw bytes and then again into an appItem scanned
-// and copied the line's bulk twice (issue 12). ok is false for an item
+// and copied the line's bulk twice. ok is false for an item
 // that is not an appItem's shape.
 type itemField struct {
 	appItem

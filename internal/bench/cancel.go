@@ -22,7 +22,7 @@ type CancelResult struct {
 	IgnoreTerm bool   `json:"ignoreTerm"`
 	Children   int    `json:"children"`
 	// GraceMs is drover's SIGTERM→SIGKILL grace (proc.DefaultGrace) and
-	// TargetMs issue 12's bound, the grace + 100 ms.
+	// TargetMs is the bound of PERF (docs/performance.md), the grace + 100 ms.
 	GraceMs  float64 `json:"graceMs"`
 	TargetMs float64 `json:"targetMs"`
 	// GoneMs is from SIGINT to the moment no member of the fake's process

@@ -1,6 +1,6 @@
 //go:build linux
 
-// Package bench is drover's benchmark harness (issue 12, docs/performance.md):
+// Package bench is drover's benchmark harness (docs/performance.md):
 // a fake vendor CLI that prints N real-shaped lines the way Claude Code,
 // Gemini CLI or Codex print them to drover, and the measurements of
 // `drover run --json` and `drover serve` against it, each beside a floor

@@ -92,7 +92,7 @@ const (
 	QuietPause = 100 * time.Millisecond
 )
 
-// Targets of issue 12 that the report marks.
+// Targets (docs/performance.md) that the report marks.
 const (
 	// TargetRSS is the peak RSS of a drover run at 100k lines.
 	TargetRSS = 25 << 20

@@ -7,7 +7,7 @@ import (
 	"strings"
 )
 
-// Shape is one of the native streams issue 12 measures: a vendor, the
+// Shape is one of the native streams the benchmarks measure: a vendor, the
 // run flags that select the stream, and what a body line carries.
 type Shape struct {
 	// Name is how the shape is chosen (--shapes).
@@ -20,10 +20,10 @@ type Shape struct {
 	// Line says what each body line is, for the report.
 	Line string
 	// TextChars is the mean length of a body line's text: the amount of
-	// model text of the line size issue 12 gives for the shape (see
+	// model text of the line size docs/performance.md gives for the shape (see
 	// docs/performance.md).
 	TextChars int
-	// TargetRatio is issue 12's target for drover's lines/s as a share of
+	// TargetRatio is the target for drover's lines/s as a share of
 	// the pipe's.
 	TargetRatio float64
 	// SoloArgs is the command line that makes the fake print, without
@@ -37,7 +37,7 @@ type Shape struct {
 	wholeText bool
 }
 
-// Shapes are the shapes of issue 12, in the order they are reported.
+// Shapes are the benchmarked shapes, in the order they are reported.
 var Shapes = []Shape{
 	{Name: "claude", Agent: "claude", Command: "claude", Line: "assistant text message (stream-json)",
 		TextChars: 61, TargetRatio: 0.17, SoloArgs: []string{"-p", "--input-format", "stream-json"}, bodyType: "text"},

@@ -5,10 +5,9 @@ package bench
 // The fixed lines of each vendor, as the real CLIs printed them in the
 // captures this package copies; placeholders in {{…}} are filled in per
 // run (fake.go). Sources: adapter/claude/testdata/2.1.330/text.jsonl and
-// live_steer_queued.jsonl (Claude Code 2.1.330); the ACP transcript
-// /work/shared/vendors/clis-gemini-opencode-acp-artifacts/acp/g1.t.jsonl
-// (Gemini CLI 0.61.0); adapter/codex/testdata/0.169.0/live_text.jsonl
-// (Codex 0.169.0). The body lines, the ones a benchmark counts, are built
+// live_steer_queued.jsonl (Claude Code 2.1.330); an ACP transcript of
+// Gemini CLI 0.61.0 (the shape of adapter/gemini's live captures);
+// adapter/codex/testdata/0.169.0/live_text.jsonl (Codex 0.169.0). The body lines, the ones a benchmark counts, are built
 // in fake.go in the same shapes.
 const (
 	// claudeInit is Claude's system init line ({{CWD}} a JSON string).

@@ -2,7 +2,7 @@
 // no reflection and no allocation but the strings it decodes. Adapters use
 // it for the one or two line shapes that make up the bulk of a run (a
 // streamed text chunk, a completed message), where decoding with
-// reflection was most of a run's CPU (issue 12).
+// reflection was most of a run's CPU.
 //
 // It is a fast path, never the only one: every method reports false for
 // anything it does not handle exactly as encoding/json would (an escaped

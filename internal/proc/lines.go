@@ -12,7 +12,7 @@ import (
 // readBufSize is the stdout read buffer of each process. A quarter of the
 // Linux pipe's capacity: a busy child's lines take four reads instead of
 // one (about 1 % of a 100,000-line run's time), and a server running 200
-// agents holds 3 MB of buffers instead of 13 (issue 12). A longer line is
+// agents holds 3 MB of buffers instead of 13. A longer line is
 // read piecewise into a buffer of its own.
 const readBufSize = 16 << 10
 

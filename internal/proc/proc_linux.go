@@ -53,8 +53,8 @@ func killTagged(tag string, d time.Duration) bool {
 // end at once. A pass reads every process's environment (~7 µs each here),
 // and each ending process needs one: when a server's 200 runs ended within
 // two seconds, 200 passes over its ~300 processes filled both cores, and
-// the events of the runs still streaming waited 100–300 ms (issue 12:
-// serve's p99 was decided there). A caller registers its tag for the next
+// the events of the runs still streaming waited 100–300 ms
+// (serve's p99 was decided there). A caller registers its tag for the next
 // pass; one of the callers registered for it runs it, for every tag at
 // once, as soon as no pass is running, and the others wait for it. So at
 // most one pass runs at a time, each serves every tag registered while

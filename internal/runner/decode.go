@@ -17,7 +17,7 @@ var v1Options = jsonv1.DefaultOptionsV1()
 
 // Unmarshal decodes data into v with encoding/json's semantics, but in one
 // pass: encoding/json first scans the whole input for validity and then
-// decodes it, and that scan was a fifth of a recorded run's CPU (issue 12).
+// decodes it, and that scan was a fifth of a recorded run's CPU.
 // Adapters decode every native line, and the RawMessage parts of it they
 // look into, with it.
 func Unmarshal(data []byte, v any) error {

@@ -9,7 +9,7 @@ import (
 // translates a line quickly. jsonv2 builds its machinery the first time it
 // decodes and a type's decoder the first time it meets the type: ~0.8 ms
 // for claude's first line, all of it on the way from the vendor's first
-// line to drover's first event (issue 12: first event ≤ 2 ms). The runner
+// line to drover's first event. The runner
 // calls Warm once the vendor has started, while it starts up.
 type Warmer interface {
 	Warm()

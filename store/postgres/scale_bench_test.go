@@ -11,8 +11,7 @@ import (
 )
 
 // BenchmarkEventPath8Concurrent is BenchmarkEventPathRecorded with eight
-// runs at once (issue 14: events/s into PostgreSQL from 8 concurrent runs
-// against SQLite in the same run): each iteration starts eight Claude
+// runs at once: each iteration starts eight Claude
 // streams (302 events each) and waits until all are durably finished.
 func BenchmarkEventPath8Concurrent(b *testing.B) {
 	bin, n := streamAgent(b, 100)

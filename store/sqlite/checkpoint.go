@@ -11,7 +11,7 @@ import (
 // checkpoint copies them into the database file so that the WAL can start
 // over. SQLite runs one by default in the commit that takes the WAL past
 // 1000 pages, on the committing connection: for drover's writer a third of
-// its time under a steady stream (the copy and two fsyncs, issue 12),
+// its time under a steady stream (the copy and two fsyncs),
 // during which every queued event waits.
 //
 // So the writer's connection checkpoints by itself only past
@@ -29,7 +29,7 @@ import (
 // run's own leaf of the (run_id, seq) index). Counting bytes of events,
 // the checkpointer ran every ~4500 pages there, the backstop copied and
 // synced thousands, and the commit it ran in took 20-50 ms once a second;
-// counting pages, 10-16 ms every second or two (issue 12: serve's p99).
+// counting pages, 10-16 ms every second or two.
 // Durability is unchanged: synchronous=NORMAL syncs the WAL at each
 // checkpoint, whichever connection runs it.
 const (

@@ -5,8 +5,8 @@ import "sync"
 // seqCache is the last seq of the runs this process's writer appended to,
 // as of their last commit, so that a transaction need not read it back
 // for every run of its batch: that read was a third of a transaction and
-// the wait behind it most of drover serve's latency with 200 runs
-// (issue 12). It is set only after a commit, so it is never ahead of the
+// the wait behind it most of drover serve's latency with 200 runs.
+// It is set only after a commit, so it is never ahead of the
 // ledger; it may be behind when another process (or AppendEvents, which
 // forgets what it touches) appended to a run since, and then an event of
 // that run looks like a gap or its insert hits the primary key, and the

@@ -161,7 +161,7 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 	// The writer appends: it needs the b-trees' paths to their last pages
 	// and the pages of the transaction in hand, not SQLite's default 2 MB
 	// of cache, which a run filled with pages it would not read again
-	// (issue 12: peak RSS). 1 MB is 256 pages, a leaf for each of a
+	// (peak RSS). 1 MB is 256 pages, a leaf for each of a
 	// server's runs at once (WithWriteCache).
 	wq.Add("_pragma", fmt.Sprintf("cache_size(-%d)", cfg.writeCache>>10))
 	wq.Add("_pragma", "foreign_keys(1)")

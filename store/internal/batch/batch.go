@@ -103,7 +103,7 @@ func Good(evs []store.Event, errs []error) []store.Event {
 // the queue full waits: backpressure instead of unbounded memory. Two
 // batches of the default MaxEvents keep the writer busy; a long run cycles
 // through the whole queue, so each slot is resident memory (~100 bytes):
-// 8192 had cost a run 1.5 MB of peak RSS for no throughput (issue 12).
+// 8192 had cost a run 1.5 MB of peak RSS for no throughput.
 const queueLen = 2048
 
 // delayBackoff is how many batches the writer cuts without delay after a
