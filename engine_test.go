@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/drover-run/drover"
-	"github.com/drover-run/drover/internal/uestest"
+	"github.com/drover-run/drover/internal/testkit/uestest"
 	"go.uber.org/goleak"
 )
 

@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/drover-run/drover"
-	"github.com/drover-run/drover/internal/uestest"
+	"github.com/drover-run/drover/internal/testkit/uestest"
 	"github.com/google/go-cmp/cmp"
 )
 

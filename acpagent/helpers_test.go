@@ -16,7 +16,7 @@ import (
 	"github.com/drover-run/drover"
 	"github.com/drover-run/drover/acpagent"
 	"github.com/drover-run/drover/acpagent/editortest"
-	"github.com/drover-run/drover/internal/agenttest"
+	"github.com/drover-run/drover/internal/testkit/agenttest"
 	"github.com/drover-run/drover/runs"
 	"github.com/drover-run/drover/store"
 	"github.com/drover-run/drover/store/sqlite"

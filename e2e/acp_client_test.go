@@ -22,7 +22,7 @@ import (
 	"github.com/drover-run/drover/adapter/gemini"
 	"github.com/drover-run/drover/adapter/opencode"
 	"github.com/drover-run/drover/builtin"
-	"github.com/drover-run/drover/internal/uestest"
+	"github.com/drover-run/drover/internal/testkit/uestest"
 )
 
 // acpVendor is one vendor CLI driven over ACP.

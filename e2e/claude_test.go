@@ -22,7 +22,7 @@ import (
 	"github.com/drover-run/drover/adapter/adaptertest"
 	"github.com/drover-run/drover/adapter/claude"
 	"github.com/drover-run/drover/fakemodel"
-	"github.com/drover-run/drover/internal/uestest"
+	"github.com/drover-run/drover/internal/testkit/uestest"
 )
 
 // claudeBin returns the pinned claude binary, skipping unless DROVER_E2E=1.

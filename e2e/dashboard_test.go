@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
-	"github.com/drover-run/drover/internal/browsertest"
+	"github.com/drover-run/drover/internal/testkit/browsertest"
 )
 
 // TestPRO4_DashboardRealClaude is the dashboard end to end: a `drover serve

@@ -15,7 +15,7 @@ import (
 	"github.com/drover-run/drover"
 	"github.com/drover-run/drover/adapter/claude"
 	"github.com/drover-run/drover/builtin"
-	"github.com/drover-run/drover/internal/uestest"
+	"github.com/drover-run/drover/internal/testkit/uestest"
 )
 
 // liveScript scripts the model of the interactive tests. Every prompt is

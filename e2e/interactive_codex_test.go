@@ -25,7 +25,7 @@ import (
 	"github.com/drover-run/drover/adapter/codex"
 	"github.com/drover-run/drover/builtin"
 	"github.com/drover-run/drover/fakemodel"
-	"github.com/drover-run/drover/internal/uestest"
+	"github.com/drover-run/drover/internal/testkit/uestest"
 )
 
 // cxWorld is one live Codex test's offline setup: claude_test.go's world

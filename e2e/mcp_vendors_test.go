@@ -2,7 +2,7 @@ package e2e
 
 // MCP-2: MCP servers configured once per run (Options.MCPServers) reach
 // every vendor in its native form. Each real CLI, offline against
-// fakemodel, is scripted to call the lookup tool of internal/mcptest's
+// fakemodel, is scripted to call the lookup tool of internal/testkit/mcptest's
 // server; the call and its answer are in the UES stream and in the
 // server's call log. In sandbox, the tools the vendor offered the model
 // (fakemodel's request log) are the MCP tool and, where the vendor cannot
@@ -24,7 +24,7 @@ import (
 	"github.com/drover-run/drover/adapter/opencode"
 	"github.com/drover-run/drover/builtin"
 	"github.com/drover-run/drover/fakemodel"
-	"github.com/drover-run/drover/internal/mcptest"
+	"github.com/drover-run/drover/internal/testkit/mcptest"
 )
 
 // mcpVendor is one vendor as MCP-2 drives it.

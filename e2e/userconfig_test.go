@@ -11,7 +11,7 @@ import (
 	"github.com/drover-run/drover/adapter/gemini"
 	"github.com/drover-run/drover/adapter/opencode"
 	"github.com/drover-run/drover/builtin"
-	"github.com/drover-run/drover/internal/mcptest"
+	"github.com/drover-run/drover/internal/testkit/mcptest"
 )
 
 // SEC-4: a supervised run (drover keeps every settings file out, so none

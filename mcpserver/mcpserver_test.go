@@ -17,7 +17,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/drover-run/drover"
-	"github.com/drover-run/drover/internal/agenttest"
+	"github.com/drover-run/drover/internal/testkit/agenttest"
 	"github.com/drover-run/drover/mcpserver"
 	"github.com/drover-run/drover/runs"
 	"github.com/drover-run/drover/store"

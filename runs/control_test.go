@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/drover-run/drover"
-	"github.com/drover-run/drover/internal/agenttest"
+	"github.com/drover-run/drover/internal/testkit/agenttest"
 	"github.com/drover-run/drover/runs"
 	"github.com/drover-run/drover/store"
 )

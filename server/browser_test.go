@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
-	"github.com/drover-run/drover/internal/browsertest"
+	"github.com/drover-run/drover/internal/testkit/browsertest"
 	"github.com/drover-run/drover/protocol"
 	"github.com/drover-run/drover/server"
 	"github.com/drover-run/drover/store"

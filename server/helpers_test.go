@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/drover-run/drover"
-	"github.com/drover-run/drover/internal/agenttest"
+	"github.com/drover-run/drover/internal/testkit/agenttest"
 	"github.com/drover-run/drover/protocol"
 	"github.com/drover-run/drover/runs"
 	"github.com/drover-run/drover/server"

@@ -12,7 +12,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/drover-run/drover"
-	"github.com/drover-run/drover/internal/agenttest"
+	"github.com/drover-run/drover/internal/testkit/agenttest"
 	"github.com/drover-run/drover/protocol"
 	"github.com/drover-run/drover/runs"
 	"github.com/drover-run/drover/store"

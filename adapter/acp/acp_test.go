@@ -14,7 +14,7 @@ import (
 	"github.com/drover-run/drover"
 	"github.com/drover-run/drover/adapter/acp"
 	"github.com/drover-run/drover/adapter/acp/acptest"
-	"github.com/drover-run/drover/internal/uestest"
+	"github.com/drover-run/drover/internal/testkit/uestest"
 )
 
 func answer(d drover.PermissionDecision) drover.PermissionFunc {

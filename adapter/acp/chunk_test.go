@@ -9,7 +9,7 @@ import (
 
 	"github.com/drover-run/drover"
 	"github.com/drover-run/drover/internal/runner"
-	"github.com/drover-run/drover/internal/uestest"
+	"github.com/drover-run/drover/internal/testkit/uestest"
 )
 
 // textChunk takes exactly the chunks whose content the SDK decodes as a

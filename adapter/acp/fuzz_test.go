@@ -7,7 +7,7 @@ import (
 	"github.com/drover-run/drover"
 	"github.com/drover-run/drover/adapter/acp"
 	"github.com/drover-run/drover/internal/runner"
-	"github.com/drover-run/drover/internal/uestest"
+	"github.com/drover-run/drover/internal/testkit/uestest"
 )
 
 // session is what an agent says to open a session: initialize's and

@@ -16,7 +16,7 @@ import (
 	"github.com/drover-run/drover/adapter/acp"
 	"github.com/drover-run/drover/adapter/acp/acptest"
 	"github.com/drover-run/drover/adapter/adaptertest"
-	"github.com/drover-run/drover/internal/uestest"
+	"github.com/drover-run/drover/internal/testkit/uestest"
 )
 
 // fakeBin is the scripted ACP agent (acptest), built once for the tests.

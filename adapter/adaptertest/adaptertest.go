@@ -21,7 +21,7 @@ import (
 
 	"github.com/drover-run/drover"
 	"github.com/drover-run/drover/fakemodel"
-	"github.com/drover-run/drover/internal/uestest"
+	"github.com/drover-run/drover/internal/testkit/uestest"
 )
 
 // Harness says how to run one adapter in the suite.

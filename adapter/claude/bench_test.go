@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/drover-run/drover/internal/runner"
-	"github.com/drover-run/drover/internal/uestest"
+	"github.com/drover-run/drover/internal/testkit/uestest"
 )
 
 // benchLines is every captured native line, the realistic mix of a run,

@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/drover-run/drover/internal/runner"
-	"github.com/drover-run/drover/internal/uestest"
+	"github.com/drover-run/drover/internal/testkit/uestest"
 )
 
 // twoPass is how a line was decoded before its message was decoded in

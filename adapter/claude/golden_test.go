@@ -9,7 +9,7 @@ import (
 
 	"github.com/drover-run/drover"
 	"github.com/drover-run/drover/internal/runner"
-	"github.com/drover-run/drover/internal/uestest"
+	"github.com/drover-run/drover/internal/testkit/uestest"
 )
 
 var update = flag.Bool("update", false, "rewrite .golden files from the captured native streams")

@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/drover-run/drover"
-	"github.com/drover-run/drover/internal/uestest"
+	"github.com/drover-run/drover/internal/testkit/uestest"
 )
 
 // liveMeta is the part of a live capture's .meta.json (written by

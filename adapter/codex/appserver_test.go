@@ -10,7 +10,7 @@ import (
 	"github.com/drover-run/drover"
 	"github.com/drover-run/drover/adapter/adaptertest"
 	"github.com/drover-run/drover/internal/runner"
-	"github.com/drover-run/drover/internal/uestest"
+	"github.com/drover-run/drover/internal/testkit/uestest"
 )
 
 const supLive = "-c sandbox_workspace_write.network_access=true -c sandbox_workspace_write.exclude_slash_tmp=true -c sandbox_workspace_write.exclude_tmpdir_env_var=true"

@@ -8,7 +8,7 @@ import (
 	"github.com/drover-run/drover"
 	"github.com/drover-run/drover/adapter/adaptertest"
 	"github.com/drover-run/drover/internal/runner"
-	"github.com/drover-run/drover/internal/uestest"
+	"github.com/drover-run/drover/internal/testkit/uestest"
 	"github.com/google/go-cmp/cmp"
 )
 

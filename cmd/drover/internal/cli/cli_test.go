@@ -17,7 +17,7 @@ import (
 	"time"
 
 	"github.com/drover-run/drover"
-	"github.com/drover-run/drover/internal/uestest"
+	"github.com/drover-run/drover/internal/testkit/uestest"
 	"github.com/drover-run/drover/store"
 	"github.com/drover-run/drover/store/sqlite"
 	"go.uber.org/goleak"

@@ -15,7 +15,7 @@ import (
 
 	"github.com/drover-run/drover"
 	"github.com/drover-run/drover/builtin"
-	"github.com/drover-run/drover/internal/agenttest"
+	"github.com/drover-run/drover/internal/testkit/agenttest"
 	"github.com/drover-run/drover/mcpserver"
 	"github.com/drover-run/drover/runs"
 	"github.com/drover-run/drover/store"

@@ -9,7 +9,7 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/drover-run/drover/internal/bench"
+	"github.com/drover-run/drover/internal/testkit/bench"
 )
 
 func main() {

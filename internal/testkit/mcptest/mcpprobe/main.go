@@ -10,7 +10,7 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/drover-run/drover/internal/mcptest"
+	"github.com/drover-run/drover/internal/testkit/mcptest"
 )
 
 func main() {

@@ -36,7 +36,7 @@ type Config struct {
 	Serve *ServeConfig
 	// ProfileDir, when set, gets CPU and heap profiles of one more drover
 	// run per shape, run with ProfileDrover (drover built with
-	// internal/bench/testdata/profmain; see docs/performance.md).
+	// internal/testkit/bench/testdata/profmain; see docs/performance.md).
 	ProfileDir, ProfileDrover string
 	// Log, when set, is told of each measurement as it ends.
 	Log io.Writer
@@ -171,7 +171,7 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	return rep, nil
 }
 
-// Environment of a drover built with internal/bench/testdata/profmain.
+// Environment of a drover built with internal/testkit/bench/testdata/profmain.
 const (
 	// CPUProfileEnv names the file of a CPU profile of the whole process.
 	CPUProfileEnv = "DROVER_BENCH_CPUPROFILE"
@@ -186,7 +186,7 @@ const (
 // profile runs each shape once more with the profiling drover.
 func (e *Env) profile(ctx context.Context, cfg Config) ([]string, error) {
 	if cfg.ProfileDrover == "" {
-		return nil, fmt.Errorf("profiles need a drover built with internal/bench/testdata/profmain (scripts/bench --profile builds one)")
+		return nil, fmt.Errorf("profiles need a drover built with internal/testkit/bench/testdata/profmain (scripts/bench --profile builds one)")
 	}
 	dir, err := filepath.Abs(cfg.ProfileDir)
 	if err != nil {

@@ -179,5 +179,5 @@ func JS(s string) string {
 // repoRoot is the repository's root, found from this file's path.
 func repoRoot() string {
 	_, file, _, _ := runtime.Caller(0)
-	return filepath.Join(filepath.Dir(file), "..", "..")
+	return filepath.Join(filepath.Dir(file), "..", "..", "..")
 }
