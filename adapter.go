@@ -38,13 +38,16 @@ type Request struct {
 	// Interrupt, in a run that can be answered or steered; without it the
 	// adapter runs its vendor headless, asking nothing.
 	Live Live
+	// Observer, when set, is told about every vendor process the adapter
+	// starts for the run (RUN-6): the supervisor records them.
+	Observer ProcessObserver
 }
 
 // ProcessStarted reports a started vendor process to r's
-// Options.ProcessObserver, if any. Adapters call it right after starting
+// Observer, if any. Adapters call it right after starting
 // the CLI, before its first event.
 func (r Request) ProcessStarted(pid, pgid int) {
-	if fn := r.Options.ProcessObserver; fn != nil {
+	if fn := r.Observer; fn != nil {
 		fn(pid, pgid)
 	}
 }
@@ -60,4 +63,13 @@ type Availability struct {
 	TestedVersions string `json:"testedVersions"`
 	// Error says why the CLI is unavailable or its version unknown.
 	Error string `json:"error,omitempty"`
+}
+
+// Compacter is an optional interface of an adapter whose vendor compacts a
+// session when asked by a prompt: after a context overflow the engine
+// compacts the run's session with it and retries once (FAIL-1).
+type Compacter interface {
+	// CompactPrompt is the prompt that, sent in a turn resuming a session,
+	// makes the vendor compact it.
+	CompactPrompt() string
 }

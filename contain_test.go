@@ -30,25 +30,6 @@ func TestSEC2_Containment(t *testing.T) {
 	}
 }
 
-// TestSEC2_ContainUnsupported: asking for containment in a tier where the
-// agent sandboxes its commands itself is UNSUPPORTED_OPTION; the default
-// and other tiers are not refused.
-func TestSEC2_ContainUnsupported(t *testing.T) {
-	yes := true
-	c := drover.Capabilities{Tiers: drover.Tiers(), Contain: []drover.Tier{drover.TierAutonomous}}
-	if err := c.Unsupported(drover.Options{Contain: &yes}); drover.CodeOf(err, "") != drover.CodeUnsupportedOption {
-		t.Errorf("contain in supervised: %v", err)
-	}
-	for _, o := range []drover.Options{{}, {Tier: drover.TierAutonomous, Contain: &yes}} {
-		if err := c.Unsupported(o); err != nil {
-			t.Errorf("%+v: %v", o, err)
-		}
-	}
-	if err := (drover.Capabilities{Tiers: drover.Tiers()}).Unsupported(drover.Options{Contain: &yes}); err != nil {
-		t.Errorf("nil Contain is every tier: %v", err)
-	}
-}
-
 func TestWorkDirs(t *testing.T) {
 	wd, err := os.Getwd()
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/drover-run/drover"
+	"github.com/drover-run/drover/engine"
 	"github.com/drover-run/drover/internal/testkit/uestest"
 	"github.com/google/go-cmp/cmp"
 )
@@ -163,8 +164,8 @@ func TestUES6_Collect(t *testing.T) {
 		mk(1080, drover.TypeText, drover.TextPayload{Content: "Done."}),
 		mk(1090, drover.TypeDone, drover.DonePayload{Status: drover.StatusSuccess, ResumeToken: "r", DurationMs: 90, Usage: drover.Usage{InputTokens: 3}}),
 	}
-	r := drover.Collect(slices.Values(evs))
-	if r.Text != "Done." || r.ResumeToken != "r" || r.StopReason != drover.StopEndTurn || r.Error != nil || r.DurationMs != 90 || r.Usage.InputTokens != 3 {
+	r := engine.Collect(slices.Values(evs))
+	if r.Text != "Done." || r.ResumeToken != "r" || r.StopReason != engine.StopEndTurn || r.Error != nil || r.DurationMs != 90 || r.Usage.InputTokens != 3 {
 		t.Fatalf("result %+v", r)
 	}
 	if len(r.ToolCalls) != 2 || r.ToolCalls[0].DurationMs != 48 || r.ToolCalls[0].Output != "a.go" || r.ToolCalls[1].Status != drover.ToolDenied {
@@ -174,32 +175,32 @@ func TestUES6_Collect(t *testing.T) {
 		t.Fatalf("messages %+v errors %+v", r.Messages, r.Errors)
 	}
 
-	fail := func(code drover.ErrorCode) *drover.Result {
-		return drover.Collect(slices.Values([]drover.Event{
+	fail := func(code drover.ErrorCode) *engine.Result {
+		return engine.Collect(slices.Values([]drover.Event{
 			mk(1, drover.TypeError, drover.ErrorPayload{Code: code, Message: "m"}),
 			mk(2, drover.TypeDone, drover.DonePayload{Status: drover.StatusError}),
 		}))
 	}
 	for code, want := range map[drover.ErrorCode]struct {
-		kind      drover.ErrorKind
+		kind      engine.ErrorKind
 		retryable bool
-		stop      drover.StopReason
+		stop      engine.StopReason
 	}{
-		drover.CodeRateLimited:     {drover.KindRateLimit, true, drover.StopError},
-		drover.CodeAuthFailed:      {drover.KindAuthFailure, false, drover.StopError},
-		drover.CodeContextOverflow: {drover.KindContextOverflow, false, drover.StopError},
-		drover.CodeServerError:     {drover.KindModelError, true, drover.StopError},
-		drover.CodeTimeout:         {drover.KindTimeout, true, drover.StopTimeout},
-		drover.CodeMissingDone:     {drover.KindUnknown, false, drover.StopError},
+		drover.CodeRateLimited:     {engine.KindRateLimit, true, engine.StopError},
+		drover.CodeAuthFailed:      {engine.KindAuthFailure, false, engine.StopError},
+		drover.CodeContextOverflow: {engine.KindContextOverflow, false, engine.StopError},
+		drover.CodeServerError:     {engine.KindModelError, true, engine.StopError},
+		drover.CodeTimeout:         {engine.KindTimeout, true, engine.StopTimeout},
+		drover.CodeMissingDone:     {engine.KindUnknown, false, engine.StopError},
 	} {
 		r := fail(code)
 		if r.Error == nil || r.Error.Kind != want.kind || r.Error.Retryable != want.retryable || r.StopReason != want.stop {
 			t.Errorf("%s: error %+v stop %s", code, r.Error, r.StopReason)
 		}
 	}
-	for st, stop := range map[drover.DoneStatus]drover.StopReason{drover.StatusMaxTurns: drover.StopMaxTurns,
-		drover.StatusMaxBudget: drover.StopMaxBudget, drover.StatusInterrupted: drover.StopAborted} {
-		r := drover.Collect(slices.Values([]drover.Event{mk(1, drover.TypeDone, drover.DonePayload{Status: st})}))
+	for st, stop := range map[drover.DoneStatus]engine.StopReason{drover.StatusMaxTurns: engine.StopMaxTurns,
+		drover.StatusMaxBudget: engine.StopMaxBudget, drover.StatusInterrupted: engine.StopAborted} {
+		r := engine.Collect(slices.Values([]drover.Event{mk(1, drover.TypeDone, drover.DonePayload{Status: st})}))
 		if r.StopReason != stop || r.Error == nil {
 			t.Errorf("%s: stop %s", st, r.StopReason)
 		}

@@ -123,29 +123,16 @@ type Options struct {
 	// IdleTimeout ends the run with error IDLE_TIMEOUT when the agent produces
 	// no event for that long (ADP-6); JSON as Timeout.
 	IdleTimeout time.Duration `json:"idleTimeout,omitempty"`
-	// ProcessObserver, when set, is told about every vendor process the
-	// adapter starts for the run (see ProcessObserver). Not part of the JSON
-	// form.
-	ProcessObserver ProcessObserver `json:"-"`
-
-	// CanUseTool, when set, decides the run's permission requests that no
-	// rule decides (PERM-2), within ApprovalTimeout (default
-	// DefaultApprovalTimeout). Not part of the JSON form.
-	CanUseTool PermissionFunc `json:"-"`
 	// PermissionRules answer matching permission requests without asking
 	// anyone (CTL-2); deny rules win over allow rules. In JSON, a list of
 	// strings such as "allow:Bash(git status*)".
 	PermissionRules []PermissionRule `json:"permissionRules,omitempty"`
 	// ApprovalTimeout is how long a permission request waits for an answer
-	// (from CanUseTool or a client through Control) before it is denied.
-	// 0 means DefaultApprovalTimeout with a CanUseTool, else no wait: what
+	// (from the engine's permission callback or a client) before it is
+	// denied. 0 means the engine's default with a callback, else no wait: what
 	// no rule decides is denied at once, as in a run nobody watches. JSON
 	// as Timeout.
 	ApprovalTimeout time.Duration `json:"approvalTimeout,omitempty"`
-	// Control, when set, is the run's live control: answers to its
-	// permission requests, steering, interrupts (CTL-1, CTL-3). Not part of
-	// the JSON form.
-	Control *Control `json:"-"`
 	// Contain says whether the vendor process, and everything it starts,
 	// is confined by the kernel to the run's write boundary (SEC-2, BND-2;
 	// Landlock, Linux): nil, the default, contains every tier below
@@ -256,7 +243,7 @@ func (o Options) Validate() error {
 		return &Error{Code: CodeValidation, Message: fmt.Sprintf("maxBudgetUsd must be positive, got %g", o.MaxBudgetUSD)}
 	}
 	for _, model := range slices.Sorted(maps.Keys(o.Prices)) {
-		if err := o.Prices[model].validate(model); err != nil {
+		if err := o.Prices[model].Validate(model); err != nil {
 			return &Error{Code: CodeValidation, Message: err.Error()}
 		}
 	}
@@ -375,7 +362,6 @@ func (c Capabilities) Unsupported(o Options) error {
 		{o.ConfigDir != "", c.ConfigDir, "configDir"},
 		{o.Endpoint != nil, c.Endpoint, "endpoint"},
 		{o.APIRetries != nil, c.APIRetries, "apiRetries"},
-		{o.CanUseTool != nil, c.Permissions, "canUseTool (answering permission requests)"},
 		{len(o.PermissionRules) > 0, c.Permissions, "permissionRules"},
 		{o.ApprovalTimeout > 0, c.Permissions, "approvalTimeout (answering permission requests)"},
 	}
@@ -392,10 +378,6 @@ func (c Capabilities) Unsupported(o Options) error {
 	if t := o.EffectiveTier(); !slices.Contains(c.Tiers, t) {
 		return &Error{Code: CodeUnsupportedOption, Message: fmt.Sprintf("tier %s cannot be enforced by this agent", t)}
 	}
-	if on, explicit := o.Containment(); on && explicit && !c.Contains(o.EffectiveTier()) {
-		return &Error{Code: CodeUnsupportedOption, Message: fmt.Sprintf(
-			"contain: in tier %s this agent sandboxes its commands itself, which cannot run contained", o.EffectiveTier())}
-	}
 	return nil
 }
 
@@ -411,7 +393,7 @@ func (c Capabilities) UnenforcedLimits(o Options) error {
 		name        string
 	}{{o.MaxTurns > 0, c.NativeMaxTurns, "maxTurns"}, {o.MaxBudgetUSD > 0, c.NativeMaxBudget, "maxBudgetUsd"}} {
 		if l.set && !l.native {
-			return &Error{Code: CodeUnsupportedOption, Message: l.name + " is enforced by drover's engine for this agent, not by the agent itself: run it through drover.Engine"}
+			return &Error{Code: CodeUnsupportedOption, Message: l.name + " is enforced by drover's engine for this agent, not by the agent itself: run it through engine.Engine"}
 		}
 	}
 	return nil

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
-	"time"
 )
 
 // Behavior is what a permission decision says: allow or deny.
@@ -16,11 +15,6 @@ const (
 	Allow Behavior = "allow"
 	Deny  Behavior = "deny"
 )
-
-// DefaultApprovalTimeout is how long a permission request waits for an
-// answer when a CanUseTool callback is set and Options.ApprovalTimeout is
-// not.
-const DefaultApprovalTimeout = 5 * time.Minute
 
 // PermissionDecision answers a permission request (CTL-1).
 type PermissionDecision struct {
@@ -238,19 +232,6 @@ func globMatch(pattern, s string) bool {
 		pi++
 	}
 	return pi == len(p)
-}
-
-// decideByRules returns the first rule that decides req: deny rules before
-// allow rules, so a deny anywhere in the list wins.
-func decideByRules(rules []PermissionRule, req PermissionRequestPayload) (PermissionRule, bool) {
-	for _, b := range []Behavior{Deny, Allow} {
-		for _, r := range rules {
-			if r.Behavior == b && r.Matches(req) {
-				return r, true
-			}
-		}
-	}
-	return PermissionRule{}, false
 }
 
 // compactJSON is v as JSON, or "" when it cannot be encoded.

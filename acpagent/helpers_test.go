@@ -16,6 +16,7 @@ import (
 	"github.com/drover-run/drover"
 	"github.com/drover-run/drover/acpagent"
 	"github.com/drover-run/drover/acpagent/editortest"
+	"github.com/drover-run/drover/engine"
 	"github.com/drover-run/drover/internal/testkit/agenttest"
 	"github.com/drover-run/drover/runs"
 	"github.com/drover-run/drover/store"
@@ -100,7 +101,7 @@ func newFixture(t *testing.T) *fixture {
 			t.Fatal(err)
 		}
 	}
-	sup, err := runs.New(context.Background(), drover.NewEngine(reg), st, runs.Config{Poll: 20 * time.Millisecond})
+	sup, err := runs.New(context.Background(), engine.New(reg), st, runs.Config{Poll: 20 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}

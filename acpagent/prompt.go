@@ -155,7 +155,7 @@ func (a *agent) requestLocked(s *session, prompt string) runs.StartRequest {
 func (a *agent) record(s *session, req runs.StartRequest) error {
 	now := time.Now()
 	sess := &store.Session{ID: s.id, Agent: req.Agent, Heads: []string{}, CreatedAt: now, UpdatedAt: now}
-	if _, err := runs.Check(a.reg, req, nil, sess); err != nil {
+	if _, err := a.sup.Check(req, nil, sess); err != nil {
 		return startError(err)
 	}
 	if err := a.sup.Store().PutSession(a.ctx, sess); err != nil {

@@ -2,7 +2,7 @@ package e2e
 
 // Gemini CLI and OpenCode driven over ACP (ACP-1, PERM-2): the pinned
 // gemini 0.61.0 (`gemini --acp`) and opencode 1.18.33 (`opencode acp`),
-// each run given a drover.Control so that it is live, offline against
+// each run given a engine.Control so that it is live, offline against
 // fakemodel: the conformance suite, and a write approved and one denied
 // through the Control.
 
@@ -22,6 +22,7 @@ import (
 	"github.com/drover-run/drover/adapter/gemini"
 	"github.com/drover-run/drover/adapter/opencode"
 	"github.com/drover-run/drover/builtin"
+	"github.com/drover-run/drover/engine"
 	"github.com/drover-run/drover/internal/testkit/uestest"
 )
 
@@ -36,17 +37,13 @@ var acpVendors = []acpVendor{
 	{id: opencode.ID, command: "opencode", binaryEnv: opencode.BinaryEnv, unknownResume: "ses_0000000000000000000000unknown", adapter: opencode.New()},
 }
 
-// liveRun makes a run live: a Control of its own, so that the engine hands
-// the adapter a Live and it drives its CLI's ACP mode.
-func liveRun(o *drover.Options) { o.Control = drover.NewControl() }
-
 // TestACP1_ConformanceOverACP runs the conformance suite against each
 // vendor driven over ACP.
 func TestACP1_ConformanceOverACP(t *testing.T) {
 	for _, v := range acpVendors {
 		t.Run(v.id, func(t *testing.T) {
 			adaptertest.Run(t, adaptertest.Harness{Adapter: v.adapter, Binary: vendorBin(t, v.command, v.binaryEnv),
-				UnknownResume: v.unknownResume, Configure: liveRun})
+				UnknownResume: v.unknownResume, Live: true})
 		})
 	}
 }
@@ -69,20 +66,20 @@ func newACPWorld(t *testing.T, v acpVendor) *acpWorld {
 // vendorOpts are a supervised live run's options: the world's (offline,
 // no API retries) for the vendor, a home of the vendor's, a Control, and
 // requests waiting for it.
-func (w *acpWorld) vendorOpts() drover.Options {
+func (w *acpWorld) vendorOpts() runOpts {
 	o := w.opts()
 	o.Binary, o.Tier, o.ConfigDir = w.bin, drover.TierSupervised, filepath.Join(w.home, "config")
 	for _, d := range []struct{ env, sub string }{{"XDG_CONFIG_HOME", ".config"}, {"XDG_DATA_HOME", ".local/share"},
 		{"XDG_CACHE_HOME", ".cache"}, {"XDG_STATE_HOME", ".local/state"}} {
 		o.Env[d.env] = filepath.Join(w.home, d.sub)
 	}
-	o.Timeout, o.Control, o.ApprovalTimeout = 3*time.Minute, drover.NewControl(), 2*time.Minute
+	o.Timeout, o.Control, o.ApprovalTimeout = 3*time.Minute, engine.NewControl(), 2*time.Minute
 	return o
 }
 
 // answering passes events on, answering each permission request d
 // through ctl as a client does.
-func answering(t *testing.T, events iter.Seq[drover.Event], ctl *drover.Control, d drover.PermissionDecision) iter.Seq[drover.Event] {
+func answering(t *testing.T, events iter.Seq[drover.Event], ctl *engine.Control, d drover.PermissionDecision) iter.Seq[drover.Event] {
 	return func(yield func(drover.Event) bool) {
 		for ev := range events {
 			if p, ok := ev.Payload.(drover.PermissionRequestPayload); ok {
@@ -105,8 +102,8 @@ func (w *acpWorld) run(prompt string, d drover.PermissionDecision) []drover.Even
 	w.t.Helper()
 	o := w.vendorOpts()
 	var groups []int
-	o.ProcessObserver = func(_, pgid int) { groups = append(groups, pgid) }
-	events, err := drover.NewEngine(builtin.Registry()).Run(context.Background(), w.v.id, prompt, o)
+	o.Observer = func(_, pgid int) { groups = append(groups, pgid) }
+	events, err := o.start(context.Background(), builtin.Registry(), w.v.id, prompt)
 	if err != nil {
 		w.t.Fatal(err)
 	}

@@ -33,7 +33,7 @@ var (
 // tap makes run o of w go through claudetap when captureEnv is set, and
 // returns the function that writes the capture name from the run's events;
 // without captureEnv it changes nothing.
-func (w *world) tap(name string, o *drover.Options) (save func(evs []drover.Event)) {
+func (w *world) tap(name string, o *runOpts) (save func(evs []drover.Event)) {
 	dir := os.Getenv(captureEnv)
 	if dir == "" {
 		return func([]drover.Event) {}

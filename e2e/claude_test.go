@@ -80,9 +80,9 @@ func newWorld(t *testing.T, script string) *world {
 }
 
 // opts are the options every run of w uses: offline, isolated, no retries.
-func (w *world) opts() drover.Options {
+func (w *world) opts() runOpts {
 	zero := 0
-	return drover.Options{
+	return runOpts{Options: drover.Options{
 		Binary:     w.bin,
 		Cwd:        w.cwd,
 		Endpoint:   &drover.Endpoint{BaseURL: w.url, APIKey: "sk-fake"},
@@ -91,16 +91,16 @@ func (w *world) opts() drover.Options {
 		// The CLI must never see the real home, even for caches.
 		Env:     map[string]string{"HOME": w.home},
 		Timeout: 2 * time.Minute,
-	}
+	}}
 }
 
-func (w *world) run(ctx context.Context, prompt string, o drover.Options) []drover.Event {
+func (w *world) run(ctx context.Context, prompt string, o runOpts) []drover.Event {
 	w.t.Helper()
 	reg := drover.NewRegistry()
 	if err := reg.Register(w.agent, claude.Alias); err != nil {
 		w.t.Fatal(err)
 	}
-	events, err := drover.NewEngine(reg).Run(ctx, claude.ID, prompt, o)
+	events, err := o.start(ctx, reg, claude.ID, prompt)
 	if err != nil {
 		w.t.Fatal(err)
 	}

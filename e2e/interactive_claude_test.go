@@ -15,6 +15,7 @@ import (
 	"github.com/drover-run/drover"
 	"github.com/drover-run/drover/adapter/claude"
 	"github.com/drover-run/drover/builtin"
+	"github.com/drover-run/drover/engine"
 	"github.com/drover-run/drover/internal/testkit/uestest"
 )
 
@@ -36,9 +37,9 @@ const liveScript = `{"rules":[
 // answer, steer, interrupt or cancel at the right moment); o is the run's
 // options (w.opts() plus the test's). Every event must be valid UES, and
 // no process may be left in the workspace.
-func (w *world) live(ctx context.Context, prompt string, o drover.Options, on func(drover.Event)) []drover.Event {
+func (w *world) live(ctx context.Context, prompt string, o runOpts, on func(drover.Event)) []drover.Event {
 	w.t.Helper()
-	events, err := drover.NewEngine(builtin.Registry()).Run(ctx, claude.Alias, prompt, o)
+	events, err := o.start(ctx, builtin.Registry(), claude.Alias, prompt)
 	if err != nil {
 		w.t.Fatal(err)
 	}
@@ -60,7 +61,7 @@ func (w *world) live(ctx context.Context, prompt string, o drover.Options, on fu
 }
 
 // supervised returns w's options in the supervised tier.
-func (w *world) supervised() drover.Options {
+func (w *world) supervised() runOpts {
 	o := w.opts()
 	o.Tier = drover.TierSupervised
 	return o
@@ -160,7 +161,7 @@ func TestPERM2_ClaudeDeniedCallWithMessage(t *testing.T) {
 func TestPERM2_ClaudeUnansweredDeniedAtDeadline(t *testing.T) {
 	w := newWorld(t, liveScript)
 	o := w.supervised()
-	o.Control = drover.NewControl()
+	o.Control = engine.NewControl()
 	o.ApprovalTimeout = time.Second
 	save := w.tap("live_deadline", &o)
 	evs := w.live(context.Background(), "touch late.txt", o, nil)
@@ -227,7 +228,7 @@ func TestPERM1_ClaudeLiveWorkspaceEditNotAsked(t *testing.T) {
 // result.
 func TestCTL3_ClaudeSteerWhileToolRuns(t *testing.T) {
 	w := newWorld(t, liveScript)
-	ctl := drover.NewControl()
+	ctl := engine.NewControl()
 	o := w.supervised()
 	o.Control = ctl
 	const msg = "also mention the weather"
@@ -260,7 +261,7 @@ func TestCTL3_ClaudeSteerWhileToolRuns(t *testing.T) {
 // stdin stays open for it, so a call in that turn is asked and runs.
 func TestCTL3_ClaudeSteerQueuedIsATurnThatCanAsk(t *testing.T) {
 	w := newWorld(t, liveScript)
-	ctl := drover.NewControl()
+	ctl := engine.NewControl()
 	var calls atomic.Int32
 	o := w.supervised()
 	o.Control = ctl
@@ -290,7 +291,7 @@ func TestCTL3_ClaudeSteerQueuedIsATurnThatCanAsk(t *testing.T) {
 // the same conversation.
 func TestCTL3_ClaudeInterruptKeepsSession(t *testing.T) {
 	w := newWorld(t, liveScript)
-	ctl := drover.NewControl()
+	ctl := engine.NewControl()
 	o := w.supervised()
 	o.Control = ctl
 	save := w.tap("live_interrupt", &o)
@@ -317,7 +318,7 @@ func TestCTL3_ClaudeInterruptKeepsSession(t *testing.T) {
 	}
 
 	o = w.supervised()
-	o.Control = drover.NewControl()
+	o.Control = engine.NewControl()
 	o.Resume = d.ResumeToken
 	evs = w.live(context.Background(), "after the break", o, nil)
 	if d2 := doneOf(t, evs); d2.Status != drover.StatusSuccess || d2.Result != "heard: after the break" || d2.ResumeToken != d.ResumeToken {
@@ -339,7 +340,7 @@ func TestCTL3_ClaudeSteerAndInterruptEveryTier(t *testing.T) {
 	for _, tier := range []drover.Tier{drover.TierSandbox, drover.TierDryRun, drover.TierAutonomous} {
 		t.Run(string(tier), func(t *testing.T) {
 			w := newWorld(t, liveScript)
-			ctl := drover.NewControl()
+			ctl := engine.NewControl()
 			o := w.opts()
 			o.Tier = tier
 			o.Control = ctl
@@ -377,7 +378,7 @@ func TestCTL3_ClaudeSteerAndInterruptEveryTier(t *testing.T) {
 // the agent, and the call never runs.
 func TestCTL3_ClaudeInterruptWhileAsked(t *testing.T) {
 	w := newWorld(t, liveScript)
-	ctl := drover.NewControl()
+	ctl := engine.NewControl()
 	o := w.supervised()
 	o.Control = ctl
 	o.ApprovalTimeout = time.Minute
@@ -411,10 +412,10 @@ func TestCTL3_ClaudeCancelWhileAsked(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	o := w.supervised()
-	o.Control = drover.NewControl()
+	o.Control = engine.NewControl()
 	o.ApprovalTimeout = time.Minute
 	var pid atomic.Int64
-	o.ProcessObserver = func(p, _ int) { pid.Store(int64(p)) }
+	o.Observer = func(p, _ int) { pid.Store(int64(p)) }
 	evs := w.live(ctx, "touch cancelled.txt", o, func(ev drover.Event) {
 		if ev.Type == drover.TypePermissionRequest {
 			cancel()

@@ -1,7 +1,7 @@
 package e2e
 
 // Live Codex runs (PERM-2, CTL-1, CTL-3): the pinned codex 0.169.0 driven
-// through `codex app-server` by drover.NewEngine(builtin.Registry()).Run,
+// through `codex app-server` by engine.New(builtin.Registry()).Run,
 // offline against fakemodel. What the model received is read from
 // fakemodel's request log.
 
@@ -24,6 +24,7 @@ import (
 	"github.com/drover-run/drover/adapter/adaptertest"
 	"github.com/drover-run/drover/adapter/codex"
 	"github.com/drover-run/drover/builtin"
+	"github.com/drover-run/drover/engine"
 	"github.com/drover-run/drover/fakemodel"
 	"github.com/drover-run/drover/internal/testkit/uestest"
 )
@@ -43,7 +44,7 @@ func newCXWorld(t *testing.T) *cxWorld {
 
 // codexOpts are a supervised live run's options: the world's (offline,
 // isolated, no API retries) for codex; callers add the control.
-func (w *cxWorld) codexOpts() drover.Options {
+func (w *cxWorld) codexOpts() runOpts {
 	o := w.opts()
 	o.Binary, o.Tier, o.ConfigDir = w.codexBin, drover.TierSupervised, filepath.Join(w.home, ".codex")
 	return o
@@ -51,7 +52,7 @@ func (w *cxWorld) codexOpts() drover.Options {
 
 // answered returns codexOpts with every permission request answered d by
 // a callback, and the count of its calls.
-func (w *cxWorld) answered(d drover.PermissionDecision) (drover.Options, *atomic.Int32) {
+func (w *cxWorld) answered(d drover.PermissionDecision) (runOpts, *atomic.Int32) {
 	var calls atomic.Int32
 	o := w.codexOpts()
 	o.CanUseTool = func(context.Context, drover.PermissionRequestPayload) (drover.PermissionDecision, error) {
@@ -65,11 +66,11 @@ func (w *cxWorld) answered(d drover.PermissionDecision) (drover.Options, *atomic
 // handing each event to on (when set) as it comes, and checks what every
 // run must satisfy: exactly one done and last, valid events, and no
 // process of the run left, in its workspace or its process group.
-func (w *cxWorld) runCodex(ctx context.Context, prompt string, o drover.Options, on func(drover.Event)) []drover.Event {
+func (w *cxWorld) runCodex(ctx context.Context, prompt string, o runOpts, on func(drover.Event)) []drover.Event {
 	w.t.Helper()
 	var groups []int
-	o.ProcessObserver = func(_, pgid int) { groups = append(groups, pgid) }
-	events, err := drover.NewEngine(builtin.Registry()).Run(ctx, codex.ID, prompt, o)
+	o.Observer = func(_, pgid int) { groups = append(groups, pgid) }
+	events, err := o.start(ctx, builtin.Registry(), codex.ID, prompt)
 	if err != nil {
 		w.t.Fatal(err)
 	}
@@ -198,7 +199,7 @@ func TestPERM2_CodexShellDeniedWithMessage(t *testing.T) {
 func TestPERM2_CodexNoAnswerDeniedAtDeadline(t *testing.T) {
 	w := newCXWorld(t)
 	o := w.codexOpts()
-	o.Control = drover.NewControl()
+	o.Control = engine.NewControl()
 	o.ApprovalTimeout = 1500 * time.Millisecond
 	start := time.Now()
 	evs := w.runCodex(context.Background(), "touch late.txt", o, nil)
@@ -280,7 +281,7 @@ func TestPERM1_CodexLiveSupervisedEdits(t *testing.T) {
 func TestCTL3_CodexSteerReachesModel(t *testing.T) {
 	w := newCXWorld(t)
 	o := w.codexOpts()
-	o.Control = drover.NewControl()
+	o.Control = engine.NewControl()
 	evs := w.runCodex(context.Background(), "think", o, atTurnStart(t, func() error {
 		return o.Control.Steer("look at the tests first", "test")
 	}))
@@ -303,7 +304,7 @@ func TestCTL3_CodexSteerReachesModel(t *testing.T) {
 func TestCTL3_CodexInterruptThenResume(t *testing.T) {
 	w := newCXWorld(t)
 	o := w.codexOpts()
-	o.Control = drover.NewControl()
+	o.Control = engine.NewControl()
 	start := time.Now()
 	evs := w.runCodex(context.Background(), "slow", o, atTurnStart(t, func() error {
 		return o.Control.Interrupt("test")
@@ -321,7 +322,7 @@ func TestCTL3_CodexInterruptThenResume(t *testing.T) {
 
 	o2 := w.codexOpts()
 	o2.Resume = d.ResumeToken
-	o2.Control = drover.NewControl()
+	o2.Control = engine.NewControl()
 	evs = w.runCodex(context.Background(), "continue", o2, nil)
 	d2 := doneOf(t, evs)
 	if d2.Status != drover.StatusSuccess || d2.Result != "heard: continue" || d2.ResumeToken != d.ResumeToken {
@@ -339,7 +340,7 @@ func TestCTL3_CodexInterruptThenResume(t *testing.T) {
 func TestCTL3_CodexCancelWhilePending(t *testing.T) {
 	w := newCXWorld(t)
 	o := w.codexOpts()
-	o.Control = drover.NewControl()
+	o.Control = engine.NewControl()
 	o.ApprovalTimeout = time.Minute
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

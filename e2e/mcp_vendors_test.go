@@ -23,6 +23,7 @@ import (
 	"github.com/drover-run/drover/adapter/gemini"
 	"github.com/drover-run/drover/adapter/opencode"
 	"github.com/drover-run/drover/builtin"
+	"github.com/drover-run/drover/engine"
 	"github.com/drover-run/drover/fakemodel"
 	"github.com/drover-run/drover/internal/testkit/mcptest"
 )
@@ -125,10 +126,10 @@ func mcpRunWant(t *testing.T, v mcpVendor, transport string, tier drover.Tier, c
 	}
 	o.Timeout = 3 * time.Minute
 	if v.live {
-		o.Control = drover.NewControl()
+		o.Control = engine.NewControl()
 	}
 	key := fmt.Sprintf("k%d", time.Now().UnixNano()%100000)
-	events, err := drover.NewEngine(builtin.Registry()).Run(context.Background(), v.id, "look up "+key, o)
+	events, err := o.start(context.Background(), builtin.Registry(), v.id, "look up "+key)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -251,7 +252,7 @@ func TestMCP2_ACPAgentGetsServersInSessionNew(t *testing.T) {
 				env[d.env] = filepath.Join(w.home, d.sub)
 			}
 			key := fmt.Sprintf("k%d", time.Now().UnixNano()%100000)
-			events, err := drover.NewEngine(reg).Run(context.Background(), "some-acp-agent", "look up "+key, drover.Options{
+			events, err := engine.New(reg).Run(context.Background(), "some-acp-agent", "look up "+key, drover.Options{
 				Cwd: w.cwd, Tier: drover.TierAutonomous, Timeout: 3 * time.Minute, Env: env,
 				MCPServers: map[string]drover.MCPServer{"probe": server}})
 			if err != nil {

@@ -11,6 +11,7 @@ import (
 	"github.com/drover-run/drover/adapter/gemini"
 	"github.com/drover-run/drover/adapter/opencode"
 	"github.com/drover-run/drover/builtin"
+	"github.com/drover-run/drover/engine"
 	"github.com/drover-run/drover/internal/testkit/mcptest"
 )
 
@@ -29,10 +30,10 @@ func TestSEC4_ClaudeUserProviderKept(t *testing.T) {
 		t.Fatal(err)
 	}
 	zero := 0
-	evs := w.run(context.Background(), "who answers?", drover.Options{Binary: w.bin, Cwd: w.cwd, Tier: drover.TierSupervised,
+	evs := w.run(context.Background(), "who answers?", runOpts{Options: drover.Options{Binary: w.bin, Cwd: w.cwd, Tier: drover.TierSupervised,
 		APIRetries: &zero, Timeout: 2 * time.Minute,
 		// The user's own home: no CLAUDE_CONFIG_DIR, no endpoint.
-		Env: map[string]string{"HOME": w.home, "ANTHROPIC_BASE_URL": "", "ANTHROPIC_API_KEY": ""}})
+		Env: map[string]string{"HOME": w.home, "ANTHROPIC_BASE_URL": "", "ANTHROPIC_API_KEY": ""}}})
 	d := doneOf(t, evs)
 	if d.Status != drover.StatusSuccess || d.Result != "answered by the user's provider" {
 		t.Fatalf("done %+v: the run did not reach the user's provider", d)
@@ -72,11 +73,11 @@ stream_max_retries = 0
 	}
 	for _, live := range []bool{false, true} {
 		before := len(w.fake.Requests())
-		o := drover.Options{Binary: bin, Cwd: w.cwd, Tier: drover.TierSupervised, Timeout: 2 * time.Minute,
+		o := runOpts{Options: drover.Options{Binary: bin, Cwd: w.cwd, Tier: drover.TierSupervised, Timeout: 2 * time.Minute,
 			Env: map[string]string{"HOME": w.home, "CODEX_HOME": codexHome, "MY_PROVIDER_KEY": "sk-user",
-				"OPENAI_API_KEY": "", "OPENAI_BASE_URL": ""}}
+				"OPENAI_API_KEY": "", "OPENAI_BASE_URL": ""}}}
 		if live {
-			o.Control = drover.NewControl()
+			o.Control = engine.NewControl()
 		}
 		evs := runAgent(t, "codex", o, "who answers?")
 		d := doneOf(t, evs)
@@ -90,9 +91,9 @@ stream_max_retries = 0
 }
 
 // runAgent runs agent (builtin) with o and returns its events.
-func runAgent(t *testing.T, agent string, o drover.Options, prompt string) []drover.Event {
+func runAgent(t *testing.T, agent string, o runOpts, prompt string) []drover.Event {
 	t.Helper()
-	events, err := drover.NewEngine(builtin.Registry()).Run(context.Background(), agent, prompt, o)
+	events, err := o.start(context.Background(), builtin.Registry(), agent, prompt)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -135,10 +136,10 @@ func TestSEC4_GeminiUserProviderKept(t *testing.T) {
 		}
 	}
 	zero := 0
-	evs := runAgent(t, gemini.ID, drover.Options{Binary: bin, Cwd: w.cwd, Tier: drover.TierSupervised, Timeout: 2 * time.Minute,
+	evs := runAgent(t, gemini.ID, runOpts{Options: drover.Options{Binary: bin, Cwd: w.cwd, Tier: drover.TierSupervised, Timeout: 2 * time.Minute,
 		APIRetries: &zero, MCPServers: map[string]drover.MCPServer{"probe": {Command: mcptest.Build(t)}},
 		// Nothing in the environment: the provider is in the user's .env.
-		Env: map[string]string{"HOME": w.home}}, "who answers?")
+		Env: map[string]string{"HOME": w.home}}}, "who answers?")
 	d := doneOf(t, evs)
 	if d.Status != drover.StatusSuccess || d.Result != "answered by the user's provider" {
 		t.Fatalf("done %+v: the run did not reach the user's provider", d)
@@ -181,8 +182,8 @@ func TestSEC4_OpenCodeUserProviderKept(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			evs := runAgent(t, opencode.ID, drover.Options{Binary: bin, Cwd: w.cwd, Tier: drover.TierSupervised, Timeout: 2 * time.Minute,
-				MCPServers: map[string]drover.MCPServer{"probe": {Command: mcptest.Build(t)}}, Env: env}, "who answers?")
+			evs := runAgent(t, opencode.ID, runOpts{Options: drover.Options{Binary: bin, Cwd: w.cwd, Tier: drover.TierSupervised, Timeout: 2 * time.Minute,
+				MCPServers: map[string]drover.MCPServer{"probe": {Command: mcptest.Build(t)}}, Env: env}}, "who answers?")
 			d := doneOf(t, evs)
 			if d.Status != drover.StatusSuccess || d.Result != "answered by the user's provider" {
 				t.Fatalf("done %+v: the run did not reach the user's provider", d)

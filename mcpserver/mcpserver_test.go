@@ -17,6 +17,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/drover-run/drover"
+	"github.com/drover-run/drover/engine"
 	"github.com/drover-run/drover/internal/testkit/agenttest"
 	"github.com/drover-run/drover/mcpserver"
 	"github.com/drover-run/drover/runs"
@@ -107,7 +108,7 @@ func (l *ledger) supervisor(t *testing.T, owner string) *runs.Supervisor {
 			t.Fatal(err)
 		}
 	}
-	sup, err := runs.New(context.Background(), drover.NewEngine(reg), st, runs.Config{Owner: owner, Poll: 20 * time.Millisecond})
+	sup, err := runs.New(context.Background(), engine.New(reg), st, runs.Config{Owner: owner, Poll: 20 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -395,7 +396,7 @@ func TestMCP1_ListAgents(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	sup, err := runs.New(context.Background(), drover.NewEngine(reg), st, runs.Config{})
+	sup, err := runs.New(context.Background(), engine.New(reg), st, runs.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}

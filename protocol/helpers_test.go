@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/drover-run/drover"
+	"github.com/drover-run/drover/engine"
 	"github.com/drover-run/drover/internal/testkit/agenttest"
 	"github.com/drover-run/drover/protocol"
 	"github.com/drover-run/drover/runs"
@@ -109,7 +110,7 @@ func newFixture(t testing.TB, cfg protocol.Config) *fixture {
 	if err := reg.Register(agenttest.Asker(true)); err != nil {
 		t.Fatal(err)
 	}
-	sup, err := runs.New(context.Background(), drover.NewEngine(reg), st, runs.Config{Poll: 20 * time.Millisecond})
+	sup, err := runs.New(context.Background(), engine.New(reg), st, runs.Config{Poll: 20 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}

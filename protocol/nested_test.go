@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/drover-run/drover"
+	"github.com/drover-run/drover/engine"
 	"github.com/drover-run/drover/protocol"
 	"github.com/drover-run/drover/runs"
 	"github.com/drover-run/drover/store"
@@ -57,7 +58,7 @@ func newNestedFixture(t *testing.T) *nestedFixture {
 	if err := reg.Register(hold); err != nil {
 		t.Fatal(err)
 	}
-	sup, err := runs.New(context.Background(), drover.NewEngine(reg), st, runs.Config{Poll: 20 * time.Millisecond})
+	sup, err := runs.New(context.Background(), engine.New(reg), st, runs.Config{Poll: 20 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}

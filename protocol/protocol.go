@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/drover-run/drover"
+	"github.com/drover-run/drover/engine"
 	"github.com/drover-run/drover/runs"
 	"github.com/drover-run/drover/store"
 )
@@ -90,11 +91,11 @@ func toError(err error) *Error {
 	}
 	var de *drover.Error
 	switch {
-	case errors.Is(err, store.ErrNotFound), errors.Is(err, drover.ErrRequestNotFound):
+	case errors.Is(err, store.ErrNotFound), errors.Is(err, engine.ErrRequestNotFound):
 		return &Error{Code: CodeNotFound, Message: err.Error()}
-	case errors.Is(err, drover.ErrAlreadyAnswered), errors.Is(err, drover.ErrNotLive):
+	case errors.Is(err, engine.ErrAlreadyAnswered), errors.Is(err, engine.ErrNotLive):
 		return &Error{Code: CodeConflict, Message: err.Error()}
-	case errors.Is(err, drover.ErrNotSupported):
+	case errors.Is(err, engine.ErrNotSupported):
 		return &Error{Code: CodeValidation, Message: err.Error()}
 	case errors.Is(err, drover.ErrUnknownAgent):
 		return &Error{Code: CodeValidation, Message: err.Error()}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/drover-run/drover"
 	"github.com/drover-run/drover/adapter/claude"
+	"github.com/drover-run/drover/engine"
 	"github.com/drover-run/drover/runs"
 	"github.com/drover-run/drover/store"
 )
@@ -64,7 +65,7 @@ func BenchmarkEventPath(b *testing.B) {
 	bin, n := replayAgent(b, rounds)
 	reg := drover.NewRegistry()
 	reg.Register(claude.New())
-	eng := drover.NewEngine(reg)
+	eng := engine.New(reg)
 	b.ResetTimer()
 	for b.Loop() {
 		events, _ := eng.Run(context.Background(), "claude-code", "p", drover.Options{Binary: bin})
@@ -88,7 +89,7 @@ func BenchmarkEventPathRecorded(b *testing.B) {
 	st := openStoreB(b, filepath.Join(b.TempDir(), "drover.db"))
 	reg := drover.NewRegistry()
 	reg.Register(claude.New())
-	sup, err := runs.New(context.Background(), drover.NewEngine(reg), st, runs.Config{})
+	sup, err := runs.New(context.Background(), engine.New(reg), st, runs.Config{})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -8,19 +8,20 @@ import (
 	"slices"
 
 	"github.com/drover-run/drover"
+	"github.com/drover-run/drover/engine"
 	"github.com/drover-run/drover/store"
 )
 
 // Live control of runs (CTL-1, CTL-3): every run this supervisor starts has
-// a drover.Control. A run it owns is answered, steered and interrupted
+// a engine.Control. A run it owns is answered, steered and interrupted
 // through that Control at once; a run another drover process owns is
 // reached through the ledger (store.PostControl), and its owner applies
 // the message within its Poll interval.
 //
 // Errors, the same for a run owned here or elsewhere: store.ErrNotFound
-// for an unknown run; drover.ErrNotLive for a run not running (pending,
-// or ended); drover.ErrRequestNotFound for a request the run never made;
-// drover.ErrAlreadyAnswered for one already answered; drover.ErrNotSupported
+// for an unknown run; engine.ErrNotLive for a run not running (pending,
+// or ended); engine.ErrRequestNotFound for a request the run never made;
+// engine.ErrAlreadyAnswered for one already answered; engine.ErrNotSupported
 // when the run's agent cannot be steered or interrupted; drover.ErrValidation
 // for an answer that is neither allow nor deny, or an empty message. An
 // answer to a run owned elsewhere that passes these checks is accepted
@@ -46,9 +47,9 @@ func (s *Supervisor) Respond(ctx context.Context, runID, requestID string, d dro
 	}
 	switch {
 	case answered[requestID]:
-		return drover.ErrAlreadyAnswered
+		return engine.ErrAlreadyAnswered
 	case !slices.ContainsFunc(open, func(p drover.PermissionRequestPayload) bool { return p.RequestID == requestID }):
-		return fmt.Errorf("%w: %q", drover.ErrRequestNotFound, requestID)
+		return fmt.Errorf("%w: %q", engine.ErrRequestNotFound, requestID)
 	}
 	payload, err := json.Marshal(store.ControlAnswer{RequestID: requestID, PermissionDecision: d})
 	if err != nil {
@@ -70,7 +71,7 @@ func (s *Supervisor) Steer(ctx context.Context, runID, message, by string) error
 		return err
 	}
 	if !s.agentCan(r.Agent, func(c drover.Capabilities) bool { return c.Steer }) {
-		return drover.ErrNotSupported
+		return engine.ErrNotSupported
 	}
 	payload, err := json.Marshal(drover.SteerPayload{Message: message})
 	if err != nil {
@@ -90,7 +91,7 @@ func (s *Supervisor) Interrupt(ctx context.Context, runID, by string) error {
 		return err
 	}
 	if !s.agentCan(r.Agent, func(c drover.Capabilities) bool { return c.Interrupt }) {
-		return drover.ErrNotSupported
+		return engine.ErrNotSupported
 	}
 	return s.post(ctx, runID, store.ControlInterrupt, nil, by)
 }
@@ -127,7 +128,7 @@ func (s *Supervisor) remote(ctx context.Context, runID string) (*store.Run, erro
 		return nil, fmt.Errorf("run %s: %w", runID, err)
 	}
 	if r.Status != store.StatusRunning {
-		return nil, fmt.Errorf("run %s is %s: %w", runID, r.Status, drover.ErrNotLive)
+		return nil, fmt.Errorf("run %s is %s: %w", runID, r.Status, engine.ErrNotLive)
 	}
 	return r, nil
 }
@@ -140,7 +141,7 @@ func (s *Supervisor) agentCan(agent string, can func(drover.Capabilities) bool) 
 func (s *Supervisor) post(ctx context.Context, runID, kind string, payload json.RawMessage, by string) error {
 	err := s.st.PostControl(ctx, &store.ControlMessage{RunID: runID, Kind: kind, Payload: payload, By: by})
 	if errors.Is(err, store.ErrConflict) {
-		return fmt.Errorf("run %s has ended: %w", runID, drover.ErrNotLive)
+		return fmt.Errorf("run %s has ended: %w", runID, engine.ErrNotLive)
 	}
 	return err
 }
@@ -206,7 +207,7 @@ func (s *Supervisor) applyControls(ids []string) {
 	}
 }
 
-func applyControl(c *drover.Control, m store.ControlMessage) error {
+func applyControl(c *engine.Control, m store.ControlMessage) error {
 	switch m.Kind {
 	case store.ControlRespond:
 		var a store.ControlAnswer

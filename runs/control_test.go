@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/drover-run/drover"
+	"github.com/drover-run/drover/engine"
 	"github.com/drover-run/drover/internal/testkit/agenttest"
 	"github.com/drover-run/drover/runs"
 	"github.com/drover-run/drover/store"
@@ -49,7 +50,7 @@ func TestCTL1_RespondAndRecord(t *testing.T) {
 	if err := f.sup.Respond(ctx, id, "q1", drover.PermissionDecision{Behavior: drover.Allow}, "test"); err != nil {
 		t.Fatal(err)
 	}
-	if err := f.sup.Respond(ctx, id, "q1", drover.PermissionDecision{Behavior: drover.Deny}, "test"); !errors.Is(err, drover.ErrAlreadyAnswered) {
+	if err := f.sup.Respond(ctx, id, "q1", drover.PermissionDecision{Behavior: drover.Deny}, "test"); !errors.Is(err, engine.ErrAlreadyAnswered) {
 		t.Fatalf("second answer: %v", err)
 	}
 	if err := f.sup.Steer(ctx, id, "also lint", "test"); err != nil {
@@ -80,7 +81,7 @@ func TestCTL1_RespondAndRecord(t *testing.T) {
 	if len(users) != 3 || users[1] != "also lint" {
 		t.Fatalf("user messages %q: want the prompt and both steering messages", users)
 	}
-	if err := f.sup.Steer(ctx, id, "more", "test"); !errors.Is(err, drover.ErrNotLive) {
+	if err := f.sup.Steer(ctx, id, "more", "test"); !errors.Is(err, engine.ErrNotLive) {
 		t.Fatalf("steer after the end: %v", err)
 	}
 	if _, err := f.sup.Pending(ctx, "run_nope"); !errors.Is(err, store.ErrNotFound) {
@@ -101,7 +102,7 @@ func TestCTL3_FromAnotherProcess(t *testing.T) {
 		p, _ := other.sup.Pending(ctx, id)
 		return len(p) == 1 && p[0].RequestID == "q1"
 	})
-	if err := other.sup.Respond(ctx, id, "nope", drover.PermissionDecision{Behavior: drover.Allow}, "b"); !errors.Is(err, drover.ErrRequestNotFound) {
+	if err := other.sup.Respond(ctx, id, "nope", drover.PermissionDecision{Behavior: drover.Allow}, "b"); !errors.Is(err, engine.ErrRequestNotFound) {
 		t.Fatalf("unknown request: %v", err)
 	}
 	if err := other.sup.Respond(ctx, "run_nope", "q1", drover.PermissionDecision{Behavior: drover.Allow}, "b"); !errors.Is(err, store.ErrNotFound) {
@@ -118,7 +119,7 @@ func TestCTL3_FromAnotherProcess(t *testing.T) {
 	if waited := time.Since(asked); waited > time.Second {
 		t.Errorf("the answer took %s to reach the owner, want within 1 s", waited)
 	}
-	if err := other.sup.Respond(ctx, id, "q1", drover.PermissionDecision{Behavior: drover.Allow}, "b"); !errors.Is(err, drover.ErrAlreadyAnswered) {
+	if err := other.sup.Respond(ctx, id, "q1", drover.PermissionDecision{Behavior: drover.Allow}, "b"); !errors.Is(err, engine.ErrAlreadyAnswered) {
 		t.Fatalf("answered request: %v", err)
 	}
 	if err := other.sup.Steer(ctx, id, "hurry", "b"); err != nil {
@@ -143,7 +144,7 @@ func TestCTL3_FromAnotherProcess(t *testing.T) {
 	if !slices.Equal(kinds, want) {
 		t.Fatalf("events %v, want %v", kinds, want)
 	}
-	if err := other.sup.Interrupt(ctx, id, "b"); !errors.Is(err, drover.ErrNotLive) {
+	if err := other.sup.Interrupt(ctx, id, "b"); !errors.Is(err, engine.ErrNotLive) {
 		t.Fatalf("interrupt after the end: %v", err)
 	}
 }
@@ -161,10 +162,10 @@ func TestCTL3_NotSupported(t *testing.T) {
 		return err == nil && r.Status == store.StatusRunning
 	})
 	for name, sup := range map[string]*runs.Supervisor{"owner": owner.sup, "other": other.sup} {
-		if err := sup.Steer(ctx, id, "x", "t"); !errors.Is(err, drover.ErrNotSupported) {
+		if err := sup.Steer(ctx, id, "x", "t"); !errors.Is(err, engine.ErrNotSupported) {
 			t.Errorf("%s: steer: %v", name, err)
 		}
-		if err := sup.Interrupt(ctx, id, "t"); !errors.Is(err, drover.ErrNotSupported) {
+		if err := sup.Interrupt(ctx, id, "t"); !errors.Is(err, engine.ErrNotSupported) {
 			t.Errorf("%s: interrupt: %v", name, err)
 		}
 	}

@@ -173,7 +173,7 @@ func flatten(batches iter.Seq2[[]store.Event, error]) iter.Seq2[store.Event, err
 
 // FollowMany follows several runs at once (Follow for each, from their
 // first event), yielding their events as they are persisted: the
-// ledger-side twin of drover.Engine.RunParallel. Each run's events come in
+// ledger-side twin of engine.Engine.RunParallel. Each run's events come in
 // seq order; runs interleave as they are recorded. It ends once every run
 // has ended and every event was yielded, or at the first error (yielded
 // last; a cancelled ctx ends it silently). Its goroutines are owned by the

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/drover-run/drover"
+	"github.com/drover-run/drover/engine"
 	"github.com/drover-run/drover/internal/contain"
 	"github.com/drover-run/drover/runs"
 	"github.com/drover-run/drover/store"
@@ -124,7 +125,7 @@ func TestMCP1_NestedSocketReachedFromAContainedRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	var tokens []string
-	sup, err := runs.New(context.Background(), drover.NewEngine(reg), st, runs.Config{})
+	sup, err := runs.New(context.Background(), engine.New(reg), st, runs.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -181,7 +182,7 @@ func TestMCP1_NestedSocketReachedFromAContainedRun(t *testing.T) {
 			y(done(""), nil)
 		}
 	}})
-	sup2, err := runs.New(ctx, drover.NewEngine(reg2), st, runs.Config{Owner: "second"})
+	sup2, err := runs.New(ctx, engine.New(reg2), st, runs.Config{Owner: "second"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -239,7 +240,7 @@ func TestMCP1_NestedSocketReachedFromAContainedRun(t *testing.T) {
 // its connection and waits for it.
 func TestMCP1_NestedCloseEndsConnections(t *testing.T) {
 	st := openStore(t, filepath.Join(t.TempDir(), "drover.db"))
-	sup, err := runs.New(context.Background(), drover.NewEngine(drover.NewRegistry()), st, runs.Config{})
+	sup, err := runs.New(context.Background(), engine.New(drover.NewRegistry()), st, runs.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}

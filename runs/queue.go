@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/drover-run/drover"
+	"github.com/drover-run/drover/engine"
 	"github.com/drover-run/drover/store"
 )
 
@@ -111,8 +112,8 @@ func (s *Supervisor) Adopt(ctx context.Context, r *store.Run, opts drover.Option
 	var err error
 	if _, ok := s.eng.Registry().Get(r.Agent); !ok {
 		err = fmt.Errorf("%w %q on this worker", drover.ErrUnknownAgent, r.Agent)
-	} else {
-		req, err = s.bound(ctx, req)
+	} else if req, err = s.inherit(ctx, req); err == nil {
+		err = s.bound(ctx, req)
 	}
 	if err != nil {
 		done := make(chan struct{})
@@ -126,7 +127,11 @@ func (s *Supervisor) Adopt(ctx context.Context, r *store.Run, opts drover.Option
 		return nil, ErrClosed
 	}
 	a := &active{id: r.ID, req: req, done: make(chan struct{}), remoteParent: r.ParentID,
-		children: map[string]*active{}, control: drover.NewControl()}
+		children: map[string]*active{}, control: engine.NewControl()}
+	// What this worker cannot run as recorded (an option its agent does
+	// not honour here) fails in the run's own events, as a run that
+	// started would.
+	a.plan, a.planErr = s.eng.Resolve(engine.Request{Agent: req.Agent, Prompt: req.Prompt, Options: req.Options, Defaults: s.defaults()})
 	if req.Options.SessionID != "" {
 		if sess, err := s.st.GetSession(ctx, req.Options.SessionID); err == nil && sess.HeadRunID != "" && sess.HeadRunID != r.ID {
 			a.costBefore = conversationCost(ctx, s.st, sess.HeadRunID)

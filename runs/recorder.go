@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/drover-run/drover"
+	"github.com/drover-run/drover/engine"
 	"github.com/drover-run/drover/store"
 )
 
@@ -209,7 +210,7 @@ func (r *recorder) finish() {
 }
 
 // reason says why a run failed, in the ledger's words.
-func (r *recorder) reason(res *drover.Result) string {
+func (r *recorder) reason(res *engine.Result) string {
 	if r.ledger != nil {
 		return "ledger: " + r.ledger.Error()
 	}

@@ -22,7 +22,7 @@ import (
 	"time"
 
 	"github.com/drover-run/drover"
-	"github.com/drover-run/drover/internal/contain"
+	"github.com/drover-run/drover/engine"
 	"github.com/drover-run/drover/store"
 )
 
@@ -128,7 +128,7 @@ var (
 // Supervisor starts and tracks runs. Close it to cancel and wait for every
 // run it owns.
 type Supervisor struct {
-	eng *drover.Engine
+	eng *engine.Engine
 	st  store.Store
 	cfg Config
 	log *slog.Logger
@@ -163,7 +163,9 @@ type active struct {
 	// ledger shows the parent ended.
 	remoteParent string
 	children     map[string]*active // guarded by Supervisor.mu
-	control      *drover.Control    // answers, steering, interrupts (CTL-1, CTL-3)
+	control      *engine.Control    // answers, steering, interrupts (CTL-1, CTL-3)
+	plan         *engine.Plan       // the run as it executes; nil when it cannot (planErr)
+	planErr      error
 	// costBefore is what the vendor conversation the run continues had
 	// cost before it (see cost.go); nil for a new conversation.
 	costBefore *float64
@@ -210,10 +212,10 @@ func (g *signal) fire() {
 // New returns a supervisor over eng and st. It first reconciles the ledger
 // (RUN-6): runs left pending or running by a drover process that is gone are
 // marked failed "engine restart", and their recorded process groups are
-// killed if still alive. When st is a drover.CooldownStore (both ledgers
+// killed if still alive. When st is a engine.CooldownStore (both ledgers
 // are), eng's failover cooldowns are shared through it with every other
 // process on the ledger.
-func New(ctx context.Context, eng *drover.Engine, st store.Store, cfg Config) (*Supervisor, error) {
+func New(ctx context.Context, eng *engine.Engine, st store.Store, cfg Config) (*Supervisor, error) {
 	if cfg.Limit <= 0 {
 		cfg.Limit = 8
 	}
@@ -240,7 +242,7 @@ func New(ctx context.Context, eng *drover.Engine, st store.Store, cfg Config) (*
 			return res
 		}
 	}
-	if cs, ok := st.(drover.CooldownStore); ok {
+	if cs, ok := st.(engine.CooldownStore); ok {
 		// Every process on this ledger (the workers on one PostgreSQL, the
 		// drover commands on one SQLite file) skips what any of them found
 		// rate limited (FAIL-1).
@@ -322,17 +324,22 @@ func (s *Supervisor) Start(ctx context.Context, req StartRequest) (Started, erro
 		}
 		sess = r
 	}
-	req, err := Check(s.eng.Registry(), req, fork, sess)
+	req, err := s.inherit(ctx, req)
 	if err != nil {
 		return Started{}, err
 	}
+	plan, err := Check(s.eng, req, fork, sess, s.defaults())
+	if err != nil {
+		return Started{}, err
+	}
+	req.Agent, req.Options = plan.Agent(), plan.Options()
 	if (len(req.Labels) > 0 || req.Retries != 0) && s.cfg.Queue == nil {
 		return Started{}, &drover.Error{Code: drover.CodeValidation, Message: "labels and retries are for queued runs (drover workers)"}
 	}
 	if req.Retries < 0 {
 		return Started{}, &drover.Error{Code: drover.CodeValidation, Message: "retries must not be negative"}
 	}
-	if req, err = s.bound(ctx, req); err != nil {
+	if err := s.bound(ctx, req); err != nil {
 		return Started{}, err
 	}
 	var costBefore *float64 // what the conversation this run continues had cost
@@ -341,14 +348,6 @@ func (s *Supervisor) Start(ctx context.Context, req StartRequest) (Started, erro
 		costBefore = conversationCost(ctx, s.st, fork.ID)
 	case sess != nil && sess.HeadRunID != "":
 		costBefore = conversationCost(ctx, s.st, sess.HeadRunID)
-	}
-	if req.Options.Timeout <= 0 {
-		req.Options.Timeout = s.cfg.DefaultTimeout
-	}
-	if req.Options.ApprovalTimeout == 0 && s.cfg.DefaultApprovalTimeout > 0 {
-		if ad, ok := s.eng.Registry().Get(req.Agent); ok && ad.Capabilities().Permissions {
-			req.Options.ApprovalTimeout = s.cfg.DefaultApprovalTimeout
-		}
 	}
 	sid := req.Options.SessionID
 	if sid == "" {
@@ -391,10 +390,7 @@ func (s *Supervisor) Start(ctx context.Context, req StartRequest) (Started, erro
 	// its end can say "parent ended" rather than the parent's own reason;
 	// cancelTreeLocked and execute cascade explicitly.
 	a := &active{id: id, req: req, done: make(chan struct{}), parent: parent, remoteParent: remoteParent,
-		children: map[string]*active{}, control: req.Options.Control, costBefore: costBefore}
-	if a.control == nil {
-		a.control = drover.NewControl()
-	}
+		children: map[string]*active{}, control: engine.NewControl(), costBefore: costBefore, plan: plan}
 	a.ctx, a.cancel = context.WithCancelCause(s.ctx)
 	if parent != nil {
 		parent.children[id] = a
@@ -406,26 +402,24 @@ func (s *Supervisor) Start(ctx context.Context, req StartRequest) (Started, erro
 	return Started{RunID: id, SessionID: sid}, nil
 }
 
-// Check returns req as Start would run it, or what Start would refuse,
-// without recording anything: an unknown agent (drover.ErrUnknownAgent);
-// invalid options (drover.ErrValidation); a fork that also names a session
-// or a resume token, a fork from a run of another agent or without a
-// conversation, a session of another agent, a session with a resume token
-// of its own (drover.ErrValidation); and options the agent cannot honour
-// once the fork's or session's resume token is in them
-// (drover.ErrUnsupportedOption, ADP-3), as is containment asked for
-// (Options.Contain) on a system that cannot contain. fork is the run req.ForkFrom
-// names and session the session req.Options.SessionID names, as the
-// ledger has them; the caller looks them up. The returned request names
-// the agent by its canonical id and carries the resume token to pass on.
-func Check(reg *drover.Registry, req StartRequest, fork *store.Run, session *store.Session) (StartRequest, error) {
-	ad, ok := reg.Get(req.Agent)
+// Check resolves req as Start would run it, or says what Start would
+// refuse, without recording anything: what engine.Resolve refuses (an
+// unknown agent, invalid options, options the agent cannot honour with
+// the fork's or session's resume token in them — ADP-3 —, containment the
+// system cannot give); and a fork that also names a session or a resume
+// token, a fork from a run of another agent or without a conversation, a
+// session of another agent, a session with a resume token of its own
+// (drover.ErrValidation). fork is the run req.ForkFrom names and session
+// the session req.Options.SessionID names, as the ledger has them; the
+// caller looks them up. The plan names the agent by its canonical id and
+// carries the resume token to pass on.
+func Check(eng *engine.Engine, req StartRequest, fork *store.Run, session *store.Session, defaults engine.Defaults) (*engine.Plan, error) {
+	ad, ok := eng.Registry().Get(req.Agent)
 	if !ok {
-		return req, fmt.Errorf("%w %q", drover.ErrUnknownAgent, req.Agent)
+		return nil, fmt.Errorf("%w %q", drover.ErrUnknownAgent, req.Agent)
 	}
-	req.Agent = ad.ID() // record the canonical id, not an alias
 	if err := req.Options.Validate(); err != nil {
-		return req, err
+		return nil, err
 	}
 	invalid := func(format string, a ...any) error {
 		return &drover.Error{Code: drover.CodeValidation, Message: fmt.Sprintf(format, a...)}
@@ -434,42 +428,38 @@ func Check(reg *drover.Registry, req StartRequest, fork *store.Run, session *sto
 	case req.ForkFrom != "":
 		switch {
 		case req.Options.SessionID != "":
-			return req, invalid("a fork starts a new session: do not also name one")
+			return nil, invalid("a fork starts a new session: do not also name one")
 		case req.Options.Resume != "":
-			return req, invalid("a fork continues the forked run's conversation: do not also name a resume token")
+			return nil, invalid("a fork continues the forked run's conversation: do not also name a resume token")
 		case fork == nil || fork.ID != req.ForkFrom:
-			return req, fmt.Errorf("fork from %s: %w", req.ForkFrom, store.ErrNotFound)
-		case fork.Agent != req.Agent || fork.ResumeToken == "":
-			return req, invalid("run %s (%s) has no %s conversation to fork", fork.ID, fork.Agent, req.Agent)
+			return nil, fmt.Errorf("fork from %s: %w", req.ForkFrom, store.ErrNotFound)
+		case fork.Agent != ad.ID() || fork.ResumeToken == "":
+			return nil, invalid("run %s (%s) has no %s conversation to fork", fork.ID, fork.Agent, ad.ID())
 		}
 		req.Options.Resume, req.Options.Fork = fork.ResumeToken, true
 	case req.Options.SessionID != "":
 		switch {
 		case req.Options.Resume != "":
-			return req, invalid("a session continues its own conversation: do not also name a resume token")
+			return nil, invalid("a session continues its own conversation: do not also name a resume token")
 		case session == nil || session.ID != req.Options.SessionID:
-			return req, fmt.Errorf("session %s: %w", req.Options.SessionID, store.ErrNotFound)
-		case session.Agent != "" && session.Agent != req.Agent:
-			return req, invalid("session %s is a conversation with %s, not %s", session.ID, session.Agent, req.Agent)
+			return nil, fmt.Errorf("session %s: %w", req.Options.SessionID, store.ErrNotFound)
+		case session.Agent != "" && session.Agent != ad.ID():
+			return nil, invalid("session %s is a conversation with %s, not %s", session.ID, session.Agent, ad.ID())
 		}
 		req.Options.Resume = session.ResumeToken
 	}
-	// An option the agent cannot honour is refused before anything is
-	// recorded (ADP-3), not a run that fails at once.
-	if err := ad.Capabilities().Unsupported(req.Options); err != nil {
-		return req, err
-	}
-	// So is a budget drover would have to count on a model it has no
-	// price for (limits.go), rather than a recorded run failing at once.
-	if err := drover.CheckLimits(ad.Capabilities(), req.Options); err != nil {
-		return req, err
-	}
-	if on, explicit := req.Options.Containment(); on && explicit {
-		if err := contain.Available(); err != nil {
-			return req, &drover.Error{Code: drover.CodeUnsupportedOption, Message: "contain: this system cannot contain processes", Err: err}
-		}
-	}
-	return req, nil
+	return eng.Resolve(engine.Request{Agent: req.Agent, Prompt: req.Prompt, Options: req.Options, Defaults: defaults})
+}
+
+// Check is the package's Check with this supervisor's engine and
+// defaults.
+func (s *Supervisor) Check(req StartRequest, fork *store.Run, session *store.Session) (*engine.Plan, error) {
+	return Check(s.eng, req, fork, session, s.defaults())
+}
+
+// defaults are what the supervisor fills in of a run's options.
+func (s *Supervisor) defaults() engine.Defaults {
+	return engine.Defaults{Timeout: s.cfg.DefaultTimeout, ApprovalTimeout: s.cfg.DefaultApprovalTimeout}
 }
 
 // Store returns the ledger the supervisor records in.
@@ -537,17 +527,16 @@ func (s *Supervisor) execute(a *active) {
 	pipeline.Go(rec.encode)
 	pipeline.Go(rec.commit)
 	if a.ctx.Err() == nil {
-		opts := a.req.Options
-		opts.Env = s.agentEnv(a)
-		opts.ProcessObserver = rec.processStarted
-		opts.Control = a.control
-		events, err := s.eng.Run(a.ctx, a.req.Agent, a.req.Prompt, opts)
+		plan, err := a.plan, a.planErr
+		if err == nil {
+			plan, err = plan.WithHooks(engine.Hooks{Control: a.control, Observer: rec.processStarted, ProcessEnv: s.agentEnv(a)})
+		}
 		if err != nil {
 			for _, ev := range failEvents(a, err) {
 				rec.record(ev)
 			}
 		} else {
-			for ev := range events {
+			for ev := range s.eng.Execute(a.ctx, plan) {
 				rec.record(ev)
 			}
 		}

@@ -20,6 +20,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/drover-run/drover"
+	"github.com/drover-run/drover/engine"
 	"github.com/drover-run/drover/internal/proc"
 	"github.com/drover-run/drover/runs"
 	"github.com/drover-run/drover/store"
@@ -83,7 +84,7 @@ func hang() *agent {
 type fixture struct {
 	st  store.Store
 	sup *runs.Supervisor
-	eng *drover.Engine
+	eng *engine.Engine
 }
 
 func newFixture(t *testing.T, cfg runs.Config, agents ...*agent) *fixture {
@@ -100,7 +101,7 @@ func newFixtureOn(t *testing.T, st store.Store, cfg runs.Config, agents ...*agen
 			t.Fatal(err)
 		}
 	}
-	eng := drover.NewEngine(reg)
+	eng := engine.New(reg)
 	sup, err := runs.New(context.Background(), eng, st, cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -518,18 +519,18 @@ func TestLED4_CheckRefusesMixedContinuations(t *testing.T) {
 		if c.req.Options.SessionID != "" {
 			s = sess
 		}
-		if _, err := runs.Check(reg, c.req, fork, s); !errors.Is(err, c.want) {
+		if _, err := runs.Check(engine.New(reg), c.req, fork, s, engine.Defaults{}); !errors.Is(err, c.want) {
 			t.Errorf("%s: %v, want %v", name, err, c.want)
 		}
 	}
 	// The session's token is passed on, and checked against what the agent
 	// can do: oneshot cannot resume.
-	got, err := runs.Check(reg, runs.StartRequest{Agent: "echo", Options: drover.Options{SessionID: sess.ID}}, nil, sess)
-	if err != nil || got.Options.Resume != "vendor-one" {
-		t.Fatalf("continuing: %+v %v", got.Options, err)
+	got, err := runs.Check(engine.New(reg), runs.StartRequest{Agent: "echo", Options: drover.Options{SessionID: sess.ID}}, nil, sess, engine.Defaults{})
+	if err != nil || got.Options().Resume != "vendor-one" {
+		t.Fatalf("continuing: %+v %v", got, err)
 	}
 	sess.Agent = "oneshot"
-	if _, err := runs.Check(reg, runs.StartRequest{Agent: "oneshot", Options: drover.Options{SessionID: sess.ID}}, nil, sess); !errors.Is(err, drover.ErrUnsupportedOption) {
+	if _, err := runs.Check(engine.New(reg), runs.StartRequest{Agent: "oneshot", Options: drover.Options{SessionID: sess.ID}}, nil, sess, engine.Defaults{}); !errors.Is(err, drover.ErrUnsupportedOption) {
 		t.Fatalf("resume through a session on an agent that cannot resume: %v", err)
 	}
 	if rs, _ := f.st.ListRuns(context.Background(), store.RunFilter{}); len(rs) != 1 {
@@ -624,7 +625,7 @@ func mixed() *agent {
 }
 
 // TestLED3_TurnRecordMatchesCollect: the turn record the supervisor keeps
-// by reference to the run's events reads back as drover.Collect folds
+// by reference to the run's events reads back as engine.Collect folds
 // those events (with the prompt first).
 func TestLED3_TurnRecordMatchesCollect(t *testing.T) {
 	f := newFixture(t, runs.Config{}, mixed())
@@ -643,7 +644,7 @@ func TestLED3_TurnRecordMatchesCollect(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	res := drover.Collect(slices.Values(evs))
+	res := engine.Collect(slices.Values(evs))
 	var wantMsgs []store.Message
 	wantMsgs = append(wantMsgs, store.Message{Role: "user", Content: "list files"})
 	for _, m := range res.Messages {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/drover-run/drover"
+	"github.com/drover-run/drover/engine"
 	"github.com/drover-run/drover/store"
 )
 
@@ -13,13 +14,13 @@ import (
 // (LED-3) by reference: each message and tool call names the seqs of the
 // events holding its content, which the ledger already has, so finishing
 // a run copies no text or tool output (store.Message.Seq). It follows
-// drover.Collect: a text is an assistant message; a tool_result is a tool
+// engine.Collect: a text is an assistant message; a tool_result is a tool
 // message and ends the latest call with its tool use id, or is a call of
 // its own when no tool_use announced it. A steering message is a user
 // message; a permission answer is part of its call (a call of its own when
 // no tool_use announced it).
 //
-// Only error and done events are kept (for drover.Collect, whose status,
+// Only error and done events are kept (for engine.Collect, whose status,
 // usage and error come from those alone), so a run does not hold all its
 // events in memory until it ends.
 type turn struct {
@@ -107,9 +108,9 @@ func (t *turn) call(toolUseID, name string, ev drover.Event) int {
 	return i
 }
 
-// result is drover.Collect's view of the run's end (status, usage, error).
-func (t *turn) result() *drover.Result {
-	return drover.Collect(slices.Values(t.ends))
+// result is engine.Collect's view of the run's end (status, usage, error).
+func (t *turn) result() *engine.Result {
+	return engine.Collect(slices.Values(t.ends))
 }
 
 // record returns the turn record: the prompt, then the messages and tool

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/drover-run/drover"
+	"github.com/drover-run/drover/engine"
 	"github.com/drover-run/drover/internal/testkit/agenttest"
 	"github.com/drover-run/drover/runs"
 	"github.com/drover-run/drover/store"
@@ -54,7 +55,7 @@ func attemptsOf(t *testing.T, st store.Store, id string) []string {
 	}
 	var done struct {
 		Metadata struct {
-			Attempts []drover.AttemptRecord `json:"attempts"`
+			Attempts []engine.AttemptRecord `json:"attempts"`
 		} `json:"metadata"`
 	}
 	if err := json.Unmarshal(evs[len(evs)-1].JSON, &done); err != nil {

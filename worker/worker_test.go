@@ -12,6 +12,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/drover-run/drover"
+	"github.com/drover-run/drover/engine"
 	"github.com/drover-run/drover/internal/testkit/agenttest"
 	"github.com/drover-run/drover/protocol"
 	"github.com/drover-run/drover/runs"
@@ -66,7 +67,7 @@ func client(t testing.TB, st *postgres.Store) *runs.Supervisor {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sup, err := runs.New(context.Background(), drover.NewEngine(registry(t)), st, runs.Config{Queue: q, Poll: 50 * time.Millisecond})
+	sup, err := runs.New(context.Background(), engine.New(registry(t)), st, runs.Config{Queue: q, Poll: 50 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,7 +80,7 @@ func client(t testing.TB, st *postgres.Store) *runs.Supervisor {
 func startWorker(t testing.TB, url string, cfg worker.Config) (stop func()) {
 	t.Helper()
 	st := open(t, url)
-	sup, err := runs.New(context.Background(), drover.NewEngine(registry(t)), st, runs.Config{Owner: worker.Owner(cfg.ID), Poll: 50 * time.Millisecond})
+	sup, err := runs.New(context.Background(), engine.New(registry(t)), st, runs.Config{Owner: worker.Owner(cfg.ID), Poll: 50 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -318,7 +319,7 @@ func TestDIST1_ProtocolRunOpQueuesWithLabels(t *testing.T) {
 		t.Fatalf("labelled run: %s on %q", r.Status, r.Owner)
 	}
 
-	local, err := runs.New(ctx, drover.NewEngine(registry(t)), st, runs.Config{})
+	local, err := runs.New(ctx, engine.New(registry(t)), st, runs.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -405,7 +406,7 @@ func TestDIST2_QueueingProcessReapsWithoutWorkers(t *testing.T) {
 func TestDIST1_StopBeforeServingIsClean(t *testing.T) {
 	url := pgtest.NewDatabase(t)
 	st := open(t, url)
-	sup, err := runs.New(context.Background(), drover.NewEngine(registry(t)), st, runs.Config{Owner: worker.Owner("early"), Poll: 50 * time.Millisecond})
+	sup, err := runs.New(context.Background(), engine.New(registry(t)), st, runs.Config{Owner: worker.Owner("early"), Poll: 50 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/drover-run/drover"
 	"github.com/drover-run/drover/adapter/acp"
 	"github.com/drover-run/drover/adapter/acp/acptest"
+	"github.com/drover-run/drover/engine"
 	"github.com/drover-run/drover/internal/testkit/uestest"
 )
 
@@ -115,7 +116,7 @@ func TestPERM2_ACPPermission(t *testing.T) {
 		{"changed-input", "ask", drover.PermissionDecision{Behavior: drover.Allow, UpdatedInput: map[string]any{"command": "ls"}}, "rejected no", drover.ToolDenied},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			evs := fake{}.run(t, c.prompt, drover.Options{Tier: drover.TierSupervised, CanUseTool: answer(c.d)})
+			evs := fake{}.run(t, c.prompt, drover.Options{Tier: drover.TierSupervised}, engine.Hooks{CanUseTool: answer(c.d)})
 			reqs := payloads[drover.PermissionRequestPayload](evs)
 			if len(reqs) != 1 || reqs[0].RequestID != "call-rm" || reqs[0].ToolName != "execute" || reqs[0].ToolUseID != "call-rm" ||
 				reqs[0].Input["command"] != "rm -rf build" || reqs[0].Description != "Running `rm -rf build`" {
@@ -269,14 +270,14 @@ func mapsEqual(a, b map[string]string) bool {
 // asks) and recorded as withdrawn by the agent.
 func TestCTL3_ACPInterrupt(t *testing.T) {
 	t.Run("mid-turn", func(t *testing.T) {
-		ctl := drover.NewControl()
+		ctl := engine.NewControl()
 		evs := fake{on: func(ev drover.Event) {
 			if p, ok := ev.Payload.(drover.TextDeltaPayload); ok && p.Delta == "working" {
 				if err := ctl.Interrupt("test"); err != nil {
 					t.Error(err)
 				}
 			}
-		}}.run(t, "slow", drover.Options{Tier: drover.TierAutonomous, Control: ctl, PartialText: true})
+		}}.run(t, "slow", drover.Options{Tier: drover.TierAutonomous, PartialText: true}, engine.Hooks{Control: ctl})
 		if d, _ := doneOf(evs); d.Status != drover.StatusInterrupted || d.ResumeToken != acptest.SessionID {
 			t.Fatalf("done %+v", d)
 		}
@@ -285,14 +286,14 @@ func TestCTL3_ACPInterrupt(t *testing.T) {
 		}
 	})
 	t.Run("while-asked", func(t *testing.T) {
-		ctl := drover.NewControl()
+		ctl := engine.NewControl()
 		evs := fake{on: func(ev drover.Event) {
 			if ev.Type == drover.TypePermissionRequest {
 				if err := ctl.Interrupt("test"); err != nil {
 					t.Error(err)
 				}
 			}
-		}}.run(t, "ask", drover.Options{Tier: drover.TierSupervised, Control: ctl, ApprovalTimeout: time.Hour})
+		}}.run(t, "ask", drover.Options{Tier: drover.TierSupervised, ApprovalTimeout: time.Hour}, engine.Hooks{Control: ctl})
 		if d, _ := doneOf(evs); d.Status != drover.StatusInterrupted {
 			t.Fatalf("done %+v", d)
 		}
@@ -384,7 +385,7 @@ func TestADP1_ACPMisbehaving(t *testing.T) {
 		}
 	})
 	t.Run("ask-and-exit", func(t *testing.T) {
-		evs := fake{}.run(t, "ask-exit", drover.Options{Tier: drover.TierSupervised, Control: drover.NewControl(), ApprovalTimeout: time.Hour})
+		evs := fake{}.run(t, "ask-exit", drover.Options{Tier: drover.TierSupervised, ApprovalTimeout: time.Hour}, engine.Hooks{Control: engine.NewControl()})
 		if !hasType(evs, drover.TypePermissionRequest) {
 			t.Fatalf("events %v", uestest.Types(evs))
 		}
@@ -442,7 +443,7 @@ func TestACP1_StopReasons(t *testing.T) {
 			if c.code == "" && len(e) != 0 || c.code != "" && (len(e) != 1 || e[0].Code != c.code || e[0].Recoverable) {
 				t.Fatalf("errors %+v, want %q", e, c.code)
 			}
-			if r := drover.Collect(slices.Values(evs)); prompt == "maxtokens" && (r.StopReason != drover.StopMaxTokens || r.Text != "cut sho") {
+			if r := engine.Collect(slices.Values(evs)); prompt == "maxtokens" && (r.StopReason != engine.StopMaxTokens || r.Text != "cut sho") {
 				t.Fatalf("collected %+v", r)
 			}
 		})
@@ -496,14 +497,14 @@ func TestADP3_ACPRefused(t *testing.T) {
 			t.Errorf("%s: %v, want UNSUPPORTED_OPTION", name, errs)
 		}
 	}
-	ctl := drover.NewControl()
+	ctl := engine.NewControl()
 	fake{on: func(ev drover.Event) {
 		if ev.Type == drover.TypeInit {
-			if err := ctl.Steer("hi", "test"); !errors.Is(err, drover.ErrNotSupported) {
+			if err := ctl.Steer("hi", "test"); !errors.Is(err, engine.ErrNotSupported) {
 				t.Errorf("steer: %v, want ErrNotSupported", err)
 			}
 		}
-	}}.run(t, "hello", drover.Options{Tier: drover.TierAutonomous, Control: ctl})
+	}}.run(t, "hello", drover.Options{Tier: drover.TierAutonomous}, engine.Hooks{Control: ctl})
 }
 
 // TestADP4_ACPAvailable: a configured agent is found (its command, or

@@ -16,6 +16,7 @@ import (
 	"github.com/drover-run/drover/adapter/acp"
 	"github.com/drover-run/drover/adapter/acp/acptest"
 	"github.com/drover-run/drover/adapter/adaptertest"
+	"github.com/drover-run/drover/engine"
 	"github.com/drover-run/drover/internal/testkit/uestest"
 )
 
@@ -47,7 +48,7 @@ type fake struct {
 // every run must satisfy: valid events, exactly one done and last, and no
 // process of the run left. A run that does not end within a minute fails
 // the test: it hung.
-func (f fake) run(t *testing.T, prompt string, o drover.Options) []drover.Event {
+func (f fake) run(t *testing.T, prompt string, o drover.Options, hooks ...engine.Hooks) []drover.Event {
 	t.Helper()
 	a := acp.Agent{Name: "fake-acp", Command: fakeBin, Env: map[string]string{acptest.ModeEnv: f.mode}, Tiers: drover.Tiers()}
 	if f.agent != nil {
@@ -60,8 +61,12 @@ func (f fake) run(t *testing.T, prompt string, o drover.Options) []drover.Event 
 	if o.Cwd == "" {
 		o.Cwd = t.TempDir()
 	}
+	var h engine.Hooks
+	if len(hooks) > 0 {
+		h = hooks[0]
+	}
 	var groups []int
-	o.ProcessObserver = func(_, pgid int) { groups = append(groups, pgid) }
+	h.Observer = func(_, pgid int) { groups = append(groups, pgid) }
 	ctx := f.ctx
 	if ctx == nil {
 		ctx = context.Background()
@@ -69,7 +74,7 @@ func (f fake) run(t *testing.T, prompt string, o drover.Options) []drover.Event 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	hung := time.AfterFunc(time.Minute, cancel)
-	events, err := drover.NewEngine(reg).Run(ctx, a.Name, prompt, o)
+	events, err := engine.New(reg).Start(ctx, engine.Request{Agent: a.Name, Prompt: prompt, Options: o, Hooks: h})
 	if err != nil {
 		t.Fatal(err)
 	}

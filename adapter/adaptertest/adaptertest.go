@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/drover-run/drover"
+	"github.com/drover-run/drover/engine"
 	"github.com/drover-run/drover/fakemodel"
 	"github.com/drover-run/drover/internal/testkit/uestest"
 )
@@ -35,6 +36,9 @@ type Harness struct {
 	UnknownResume string
 	// Configure, when set, adjusts the options of every run (e.g. a model).
 	Configure func(*drover.Options)
+	// Live gives every run a Control of its own, so that the engine hands
+	// the adapter a Live and it drives its vendor interactively.
+	Live bool
 }
 
 // world is one scenario's offline setup.
@@ -135,7 +139,11 @@ func (w *world) run(ctx context.Context, prompt string, o drover.Options) []drov
 	if err := reg.Register(w.h.Adapter); err != nil {
 		w.t.Fatal(err)
 	}
-	events, err := drover.NewEngine(reg).Run(ctx, w.h.Adapter.ID(), prompt, o)
+	var h engine.Hooks
+	if w.h.Live {
+		h.Control = engine.NewControl()
+	}
+	events, err := engine.New(reg).Start(ctx, engine.Request{Agent: w.h.Adapter.ID(), Prompt: prompt, Options: o, Hooks: h})
 	if err != nil {
 		w.t.Fatal(err)
 	}

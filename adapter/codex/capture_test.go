@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/drover-run/drover"
+	"github.com/drover-run/drover/engine"
 	"github.com/drover-run/drover/fakemodel"
 	"github.com/drover-run/drover/internal/runner"
 )
@@ -142,10 +143,11 @@ func (c liveCapture) capture(t *testing.T, bin, url, home string) string {
 	opts := drover.Options{Binary: bin, Cwd: ws, Tier: c.tier, PartialText: c.partial, Resume: c.resume,
 		Endpoint: &drover.Endpoint{BaseURL: url, APIKey: "sk-fake"}, APIRetries: &zero,
 		ConfigDir: filepath.Join(home, ".codex"), Env: map[string]string{"HOME": home},
-		Control: drover.NewControl(), ApprovalTimeout: time.Minute, Timeout: time.Minute}
+		ApprovalTimeout: time.Minute, Timeout: time.Minute}
+	hooks := engine.Hooks{Control: engine.NewControl()}
 	if c.answer != nil {
 		d := *c.answer
-		opts.CanUseTool = func(context.Context, drover.PermissionRequestPayload) (drover.PermissionDecision, error) {
+		hooks.CanUseTool = func(context.Context, drover.PermissionRequestPayload) (drover.PermissionDecision, error) {
 			return d, nil
 		}
 	}
@@ -155,7 +157,7 @@ func (c liveCapture) capture(t *testing.T, bin, url, home string) string {
 	if err := reg.Register(runner.New(ra, runner.Spec{ID: ID, Command: "codex"})); err != nil {
 		t.Fatal(err)
 	}
-	events, err := drover.NewEngine(reg).Run(context.Background(), ID, prompt, opts)
+	events, err := engine.New(reg).Start(context.Background(), engine.Request{Agent: ID, Prompt: prompt, Options: opts, Hooks: hooks})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -165,9 +167,9 @@ func (c liveCapture) capture(t *testing.T, bin, url, home string) string {
 		if ev.Type == "codex:turn_started" && (c.steer != "" || c.interrupt) {
 			once.Do(func() {
 				if c.steer != "" {
-					opts.Control.Steer(c.steer, "capture")
+					hooks.Control.Steer(c.steer, "capture")
 				} else {
-					opts.Control.Interrupt("capture")
+					hooks.Control.Interrupt("capture")
 				}
 			})
 		}

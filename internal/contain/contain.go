@@ -20,6 +20,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+
+	"github.com/drover-run/drover"
 )
 
 // Var is the environment variable that makes this program a launcher; its
@@ -153,4 +155,44 @@ func runLauncher(v string) int {
 	err := restrictAndExec(l.Policy, l.Path, os.Args, env)
 	fmt.Fprintf(os.Stderr, "drover: contain %s: %v\n", l.Path, err)
 	return 126
+}
+
+// Decision is what a run gets of containment (SEC-2): on, or off and why
+// ("off": the run asked for none; "autonomous": the default of that tier;
+// "vendor sandbox": the vendor sandboxes its commands itself in the run's
+// tier; "landlock unavailable": the kernel cannot).
+type Decision struct {
+	On     bool
+	Reason string
+}
+
+// Decide applies Options.Contain for a vendor with caps on a kernel whose
+// ability available reports (Available, or a test's stand-in): an explicit
+// request that cannot be honoured is an UNSUPPORTED_OPTION error; the
+// default goes on uncontained where the kernel cannot, and in the tiers
+// where the vendor sandboxes its own commands (Capabilities.Contain). The
+// engine decides once per run with it and the adapter kit per process, so
+// both always agree.
+func Decide(opts drover.Options, caps drover.Capabilities, available func() error) (Decision, error) {
+	on, explicit := opts.Containment()
+	tier := opts.EffectiveTier()
+	switch {
+	case !on && explicit:
+		return Decision{Reason: "off"}, nil
+	case !on:
+		return Decision{Reason: string(drover.TierAutonomous)}, nil
+	case !caps.Contains(tier) && explicit:
+		return Decision{}, &drover.Error{Code: drover.CodeUnsupportedOption, Message: fmt.Sprintf(
+			"contain: in tier %s this agent sandboxes its commands itself, which cannot run contained", tier)}
+	case !caps.Contains(tier):
+		// The vendor's own sandbox holds the boundary.
+		return Decision{Reason: "vendor sandbox"}, nil
+	}
+	if err := available(); err != nil {
+		if explicit {
+			return Decision{}, &drover.Error{Code: drover.CodeUnsupportedOption, Message: "contain: this system cannot contain processes", Err: err}
+		}
+		return Decision{Reason: "landlock unavailable"}, nil
+	}
+	return Decision{On: true}, nil
 }

@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/drover-run/drover"
 	"go.uber.org/goleak"
 )
 
@@ -295,5 +296,43 @@ func TestWithinAndResolve(t *testing.T) {
 	rdir, _ := filepath.EvalSymlinks(dir)
 	if got, want := Resolve(filepath.Join(dir, "link", "not", "yet")), filepath.Join(rdir, "real", "not", "yet"); got != want {
 		t.Errorf("Resolve = %s, want %s", got, want)
+	}
+}
+
+// TestSEC2_Decide: asking for containment in a tier where the agent
+// sandboxes its commands itself, or on a kernel that cannot contain, is
+// UNSUPPORTED_OPTION; by default such a run goes on uncontained, saying
+// why; an explicit "no" and the autonomous tier are not contained.
+func TestSEC2_Decide(t *testing.T) {
+	yes, no := true, false
+	can := func() error { return nil }
+	cannot := func() error { return ErrUnavailable }
+	sandboxed := drover.Capabilities{Tiers: drover.Tiers(), Contain: []drover.Tier{drover.TierAutonomous}}
+	every := drover.Capabilities{Tiers: drover.Tiers()}
+	for _, c := range []struct {
+		name      string
+		o         drover.Options
+		caps      drover.Capabilities
+		available func() error
+		want      Decision
+		refused   bool
+	}{
+		{"default", drover.Options{}, every, can, Decision{On: true}, false},
+		{"autonomous", drover.Options{Tier: drover.TierAutonomous}, every, can, Decision{Reason: "autonomous"}, false},
+		{"off", drover.Options{Contain: &no}, every, can, Decision{Reason: "off"}, false},
+		{"explicit autonomous", drover.Options{Tier: drover.TierAutonomous, Contain: &yes}, every, can, Decision{On: true}, false},
+		{"vendor sandbox", drover.Options{}, sandboxed, can, Decision{Reason: "vendor sandbox"}, false},
+		{"vendor sandbox asked", drover.Options{Contain: &yes}, sandboxed, can, Decision{}, true},
+		{"sandboxed vendor, autonomous asked", drover.Options{Tier: drover.TierAutonomous, Contain: &yes}, sandboxed, can, Decision{On: true}, false},
+		{"no landlock", drover.Options{}, every, cannot, Decision{Reason: "landlock unavailable"}, false},
+		{"no landlock asked", drover.Options{Contain: &yes}, every, cannot, Decision{}, true},
+	} {
+		d, err := Decide(c.o, c.caps, c.available)
+		if refused := drover.CodeOf(err, "") == drover.CodeUnsupportedOption; refused != c.refused || err != nil && !c.refused {
+			t.Errorf("%s: err %v, want refused %v", c.name, err, c.refused)
+		}
+		if d != c.want {
+			t.Errorf("%s: %+v, want %+v", c.name, d, c.want)
+		}
 	}
 }

@@ -32,31 +32,16 @@ type containment struct {
 	tmp    string // the run's TMPDIR, removed by cleanup
 }
 
-// decideContainment applies Options.Contain (see drover.Options.Contain)
-// for a vendor with caps: an explicit request the kernel cannot honour is
-// refused; the default goes on uncontained there, and in the tiers where
-// the vendor sandboxes its own commands (Capabilities.Contain). A
-// contained run gets a TMPDIR of its own, which the caller removes with
-// cleanup.
+// decideContainment decides for a vendor with caps as the engine does
+// (contain.Decide). A contained run gets a TMPDIR of its own, which the
+// caller removes with cleanup.
 func decideContainment(opts drover.Options, caps drover.Capabilities) (*containment, error) {
-	on, explicit := opts.Containment()
-	if !on {
-		reason := "off"
-		if !explicit {
-			reason = string(drover.TierAutonomous)
-		}
-		return &containment{reason: reason}, nil
+	d, err := contain.Decide(opts, caps, containAvailable)
+	if err != nil {
+		return nil, err
 	}
-	if !caps.Contains(opts.EffectiveTier()) {
-		// Unsupported refused an explicit request before; this is the
-		// default, and the vendor's own sandbox holds the boundary.
-		return &containment{reason: "vendor sandbox"}, nil
-	}
-	if err := containAvailable(); err != nil {
-		if explicit {
-			return nil, &drover.Error{Code: drover.CodeUnsupportedOption, Message: "contain: this system cannot contain processes", Err: err}
-		}
-		return &containment{reason: "landlock unavailable"}, nil
+	if !d.On {
+		return &containment{reason: d.Reason}, nil
 	}
 	// The CLIs measured keep their temporary files under $TMPDIR, none
 	// under a hard-coded /tmp: a directory of the run's own keeps /tmp out

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/drover-run/drover"
+	"github.com/drover-run/drover/engine"
 	"github.com/drover-run/drover/internal/contain"
 )
 
@@ -37,7 +38,7 @@ func writeRun(t *testing.T, opts drover.Options, extra string) (map[string]strin
 		}
 	}}
 	opts.Cwd = ws
-	evs, _ := converseWith(t, hooks, 0, opts, nil)
+	evs, _ := converseWith(t, hooks, 0, opts, engine.Hooks{}, nil)
 	said := texts(evs)
 	if len(said) != 1 {
 		t.Fatalf("the fake said %q: %v", said, types(evs))
@@ -139,7 +140,7 @@ func TestSEC2_NoLandlock(t *testing.T) {
 	ws := t.TempDir()
 	mark := filepath.Join(ws, "ran")
 	hooks := &convHooks{mode: "write", launch: func(l *Launch) { l.Env = append(l.Env, fakeArgEnv+"="+mark) }}
-	evs, pid := converseWith(t, hooks, 0, drover.Options{Cwd: ws, Contain: ptr(true)}, nil)
+	evs, pid := converseWith(t, hooks, 0, drover.Options{Cwd: ws, Contain: ptr(true)}, engine.Hooks{}, nil)
 	if pid != 0 || len(evs) != 2 || evs[0].Type != drover.TypeError {
 		t.Fatalf("a refused run started its vendor (pid %d): %v", pid, types(evs))
 	}
@@ -193,16 +194,16 @@ func TestSEC2_VendorSandbox(t *testing.T) {
 	hooks := func() selfSandboxed {
 		return selfSandboxed{&convHooks{mode: "write", launch: func(l *Launch) { l.Env = append(l.Env, fakeArgEnv+"="+out) }}}
 	}
-	evs, _ := converseWith(t, hooks(), 0, drover.Options{Cwd: ws}, nil)
+	evs, _ := converseWith(t, hooks(), 0, drover.Options{Cwd: ws}, engine.Hooks{}, nil)
 	if md := doneMeta(t, evs); md["contained"] != false || md["containment"] != "vendor sandbox" {
 		t.Errorf("default: done metadata %v", md)
 	}
-	evs, pid := converseWith(t, hooks(), 0, drover.Options{Cwd: ws, Contain: ptr(true)}, nil)
+	evs, pid := converseWith(t, hooks(), 0, drover.Options{Cwd: ws, Contain: ptr(true)}, engine.Hooks{}, nil)
 	if p, _ := evs[0].Payload.(drover.ErrorPayload); pid != 0 || p.Code != drover.CodeUnsupportedOption {
 		t.Errorf("asked in supervised: pid %d, %v %+v", pid, types(evs), p)
 	}
 	os.Remove(out)
-	evs, _ = converseWith(t, hooks(), 0, drover.Options{Cwd: ws, Tier: drover.TierAutonomous, Contain: ptr(true)}, nil)
+	evs, _ = converseWith(t, hooks(), 0, drover.Options{Cwd: ws, Tier: drover.TierAutonomous, Contain: ptr(true)}, engine.Hooks{}, nil)
 	if md := doneMeta(t, evs); md["contained"] != true {
 		t.Errorf("autonomous: done metadata %v", md)
 	}

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/drover-run/drover"
+	"github.com/drover-run/drover/engine"
 )
 
 // convTranslator is the test Conversation for the fakes of converseFake:
@@ -140,16 +141,16 @@ func (h *convHooks) Prepare(req drover.Request) (*Launch, error) {
 // here), calling on for each event as it arrives, with the run's cancel;
 // it returns the events and the pid of the last process started. A run
 // that does not end within a minute fails the test: the loop hung.
-func converse(t *testing.T, mode string, linger time.Duration, opts drover.Options, on func(drover.Event, context.CancelFunc)) ([]drover.Event, int) {
+func converse(t *testing.T, mode string, linger time.Duration, opts drover.Options, h engine.Hooks, on func(drover.Event, context.CancelFunc)) ([]drover.Event, int) {
 	t.Helper()
-	return converseWith(t, &convHooks{mode: mode}, linger, opts, on)
+	return converseWith(t, &convHooks{mode: mode}, linger, opts, h, on)
 }
 
 // converseWith is converse with hooks of the caller's.
 func converseWith[H interface {
 	Embedder
 	drover.Adapter
-}](t *testing.T, hooks H, linger time.Duration, opts drover.Options, on func(drover.Event, context.CancelFunc)) ([]drover.Event, int) {
+}](t *testing.T, hooks H, linger time.Duration, opts drover.Options, h engine.Hooks, on func(drover.Event, context.CancelFunc)) ([]drover.Event, int) {
 	t.Helper()
 	exe, err := os.Executable()
 	if err != nil {
@@ -161,11 +162,11 @@ func converseWith[H interface {
 	}
 	opts.Binary = exe
 	var pid int
-	opts.ProcessObserver = func(p, _ int) { pid = p }
+	h.Observer = func(p, _ int) { pid = p }
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	hung := time.AfterFunc(time.Minute, cancel)
-	events, err := drover.NewEngine(reg).Run(ctx, "fake", "hello", opts)
+	events, err := engine.New(reg).Start(ctx, engine.Request{Agent: "fake", Prompt: "hello", Options: opts, Hooks: h})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -232,7 +233,7 @@ func TestPERM2_ConversationPassesAnswers(t *testing.T) {
 		{drover.PermissionDecision{Behavior: drover.Deny, Message: "not now"}, "denied: not now"},
 	} {
 		t.Run(string(c.d.Behavior), func(t *testing.T) {
-			evs, _ := converse(t, "ask", 0, drover.Options{CanUseTool: answerWith(c.d)}, nil)
+			evs, _ := converse(t, "ask", 0, drover.Options{}, engine.Hooks{CanUseTool: answerWith(c.d)}, nil)
 			want := []drover.EventType{drover.TypeInit, drover.TypePermissionRequest, drover.TypePermissionAnswer, drover.TypeText, drover.TypeDone}
 			if got := types(evs); !slices.Equal(got, want) {
 				t.Fatalf("events %v, want %v", got, want)
@@ -257,8 +258,8 @@ func TestPERM2_ConversationPassesAnswers(t *testing.T) {
 // passed on in order, each recorded as drover:steer before the vendor's
 // reaction to it.
 func TestCTL3_ConversationSteersAndWritesOutbox(t *testing.T) {
-	ctl := drover.NewControl()
-	evs, _ := converse(t, "chat", 0, drover.Options{Control: ctl}, func(ev drover.Event, _ context.CancelFunc) {
+	ctl := engine.NewControl()
+	evs, _ := converse(t, "chat", 0, drover.Options{}, engine.Hooks{Control: ctl}, func(ev drover.Event, _ context.CancelFunc) {
 		switch p, _ := ev.Payload.(drover.TextPayload); p.Content {
 		case "pong received":
 			if err := ctl.Steer("left", "test"); err != nil {
@@ -294,8 +295,8 @@ func TestCTL3_ConversationSteersAndWritesOutbox(t *testing.T) {
 // neither written (the vendor, which says back everything it reads, never
 // saw it) nor recorded.
 func TestCTL3_ConversationRefusedInput(t *testing.T) {
-	ctl := drover.NewControl()
-	evs, _ := converse(t, "chat", 0, drover.Options{Control: ctl}, func(ev drover.Event, _ context.CancelFunc) {
+	ctl := engine.NewControl()
+	evs, _ := converse(t, "chat", 0, drover.Options{}, engine.Hooks{Control: ctl}, func(ev drover.Event, _ context.CancelFunc) {
 		if p, _ := ev.Payload.(drover.TextPayload); p.Content == "pong received" {
 			if err := ctl.Interrupt("test"); err != nil {
 				t.Error(err)
@@ -322,7 +323,7 @@ func TestPERM2_ConversationVendorExitsWhileAsked(t *testing.T) {
 		<-ctx.Done()
 		return drover.PermissionDecision{}, ctx.Err()
 	}
-	evs, _ := converse(t, "exit-asking", 0, drover.Options{CanUseTool: wait, ApprovalTimeout: time.Hour}, nil)
+	evs, _ := converse(t, "exit-asking", 0, drover.Options{ApprovalTimeout: time.Hour}, engine.Hooks{CanUseTool: wait}, nil)
 	if d, _ := doneOf(t, evs); d.Status != drover.StatusError {
 		t.Fatalf("done %+v: %v", d, types(evs))
 	}
@@ -352,7 +353,7 @@ func TestCTL3_ConversationCancelWhileAsked(t *testing.T) {
 		<-ctx.Done()
 		return drover.PermissionDecision{}, ctx.Err()
 	}
-	evs, pid := converse(t, "silent-ask", 0, drover.Options{CanUseTool: wait}, func(ev drover.Event, cancel context.CancelFunc) {
+	evs, pid := converse(t, "silent-ask", 0, drover.Options{}, engine.Hooks{CanUseTool: wait}, func(ev drover.Event, cancel context.CancelFunc) {
 		if ev.Type == drover.TypePermissionRequest {
 			cancel()
 		}
@@ -369,7 +370,7 @@ func TestCTL3_ConversationCancelWhileAsked(t *testing.T) {
 // although its stdin was closed is stopped after the linger period, and
 // the run keeps its result.
 func TestADP6_ConversationLinger(t *testing.T) {
-	evs, _ := converse(t, "linger", 200*time.Millisecond, drover.Options{Control: drover.NewControl()}, nil)
+	evs, _ := converse(t, "linger", 200*time.Millisecond, drover.Options{}, engine.Hooks{Control: engine.NewControl()}, nil)
 	if d, meta := doneOf(t, evs); d.Status != drover.StatusSuccess || d.Result != "done" || meta["stopped"] != true {
 		t.Fatalf("done %+v %v: want the result, the process stopped", d, meta)
 	}
@@ -379,7 +380,7 @@ func TestADP6_ConversationLinger(t *testing.T) {
 // (a queued message) keeps the vendor at work: its silence then is not
 // lingering, and the run ends with the last turn's result.
 func TestADP6_ConversationNewTurnIsNotLingering(t *testing.T) {
-	evs, _ := converse(t, "turns", 500*time.Millisecond, drover.Options{Control: drover.NewControl()}, nil)
+	evs, _ := converse(t, "turns", 500*time.Millisecond, drover.Options{}, engine.Hooks{Control: engine.NewControl()}, nil)
 	if d, meta := doneOf(t, evs); d.Result != "second" || meta["stopped"] != false {
 		t.Fatalf("done %+v %v: want the second turn's result, the process not stopped", d, meta)
 	}
@@ -389,7 +390,7 @@ func TestADP6_ConversationNewTurnIsNotLingering(t *testing.T) {
 // token in a conversation gets a fresh conversation: init first (always a
 // run's first event), then a recoverable RESUME_FAILED.
 func TestADP5_ConversationResumeFallback(t *testing.T) {
-	evs, _ := converse(t, "reject", 0, drover.Options{Control: drover.NewControl(), Resume: "old"}, nil)
+	evs, _ := converse(t, "reject", 0, drover.Options{Resume: "old"}, engine.Hooks{Control: engine.NewControl()}, nil)
 	if len(evs) < 2 || evs[0].Type != drover.TypeInit {
 		t.Fatalf("events %v: want init first", types(evs))
 	}
@@ -404,7 +405,7 @@ func TestADP5_ConversationResumeFallback(t *testing.T) {
 // TestADP1_ConversationLineTooLong: a line past proc's cap is a
 // recoverable LINE_TOO_LONG and the conversation goes on.
 func TestADP1_ConversationLineTooLong(t *testing.T) {
-	evs, _ := converse(t, "toolong", 0, drover.Options{Control: drover.NewControl()}, nil)
+	evs, _ := converse(t, "toolong", 0, drover.Options{}, engine.Hooks{Control: engine.NewControl()}, nil)
 	want := []drover.EventType{drover.TypeInit, drover.TypeError, drover.TypeDone}
 	if got := types(evs); !slices.Equal(got, want) {
 		t.Fatalf("events %v, want %v", got, want)
@@ -421,7 +422,7 @@ func TestADP1_ConversationLineTooLong(t *testing.T) {
 // Live), a Conversation's vendor gets Launch.Stdin, closed after it: the
 // fake reads its prompt, answers and exits at EOF.
 func TestConversationWithoutLiveIsOneShot(t *testing.T) {
-	evs, _ := converse(t, "reject", 0, drover.Options{}, nil)
+	evs, _ := converse(t, "reject", 0, drover.Options{}, engine.Hooks{}, nil)
 	if d, meta := doneOf(t, evs); d.Result != "fresh" || meta["exit"] != "exit status 0" {
 		t.Fatalf("done %+v %v", d, meta)
 	}
@@ -435,7 +436,7 @@ func TestConversationConverseWithoutLive(t *testing.T) {
 	hooks := &convHooks{mode: "chat", launch: func(l *Launch) { l.Converse, l.Stdin = true, "" }}
 	// chat ends only after a "finish" steering message, which nobody can
 	// send here: the run is cancelled once the pong has been received.
-	evs, _ := converseWith(t, hooks, 0, drover.Options{}, func(ev drover.Event, cancel context.CancelFunc) {
+	evs, _ := converseWith(t, hooks, 0, drover.Options{}, engine.Hooks{}, func(ev drover.Event, cancel context.CancelFunc) {
 		if p, _ := ev.Payload.(drover.TextPayload); p.Content == "pong received" {
 			cancel()
 		}
@@ -450,7 +451,7 @@ func TestConversationConverseWithoutLive(t *testing.T) {
 // of hanging.
 func TestADP6_ConversationOpenTimeout(t *testing.T) {
 	hooks := &convHooks{mode: "mute", launch: func(l *Launch) { l.OpenTimeout = 300 * time.Millisecond }}
-	evs, pid := converseWith(t, hooks, 0, drover.Options{Control: drover.NewControl()}, nil)
+	evs, pid := converseWith(t, hooks, 0, drover.Options{}, engine.Hooks{Control: engine.NewControl()}, nil)
 	if d, _ := doneOf(t, evs); d.Status != drover.StatusError {
 		t.Fatalf("done %+v: %v", d, types(evs))
 	}
@@ -468,7 +469,7 @@ func TestENG005_ConversationCancelAsksFirst(t *testing.T) {
 	ws := t.TempDir()
 	mark := ws + "/cancelled"
 	hooks := &convHooks{mode: "cancellable", launch: func(l *Launch) { l.Env = append(l.Env, fakeArgEnv+"="+mark) }}
-	evs, pid := converseWith(t, hooks, 0, drover.Options{Cwd: ws, Control: drover.NewControl()}, func(ev drover.Event, cancel context.CancelFunc) {
+	evs, pid := converseWith(t, hooks, 0, drover.Options{Cwd: ws}, engine.Hooks{Control: engine.NewControl()}, func(ev drover.Event, cancel context.CancelFunc) {
 		if ev.Type == drover.TypeInit {
 			cancel()
 		}
@@ -549,7 +550,7 @@ func TestPERF1_TranslatorWarmedBeforeFirstLine(t *testing.T) {
 				w = &warmTranslator{convTranslator: l.Translator.(*convTranslator)}
 				l.Translator = w
 			}}
-			converseWith(t, hooks, 0, drover.Options{}, func(ev drover.Event, cancel context.CancelFunc) {
+			converseWith(t, hooks, 0, drover.Options{}, engine.Hooks{}, func(ev drover.Event, cancel context.CancelFunc) {
 				if p, _ := ev.Payload.(drover.TextPayload); c.cancel != "" && p.Content == c.cancel {
 					cancel()
 				}

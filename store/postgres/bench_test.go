@@ -11,6 +11,7 @@ import (
 
 	"github.com/drover-run/drover"
 	"github.com/drover-run/drover/builtin"
+	"github.com/drover-run/drover/engine"
 	"github.com/drover-run/drover/runs"
 	"github.com/drover-run/drover/store"
 	"github.com/drover-run/drover/store/postgres"
@@ -92,7 +93,7 @@ func BenchmarkEventPathRecorded(b *testing.B) {
 // supervise returns a supervisor of the built-in adapters recording in
 // st, closed when b ends.
 func supervise(b *testing.B, st store.Store) *runs.Supervisor {
-	sup, err := runs.New(context.Background(), drover.NewEngine(builtin.Registry()), st, runs.Config{})
+	sup, err := runs.New(context.Background(), engine.New(builtin.Registry()), st, runs.Config{})
 	if err != nil {
 		b.Fatal(err)
 	}

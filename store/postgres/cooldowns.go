@@ -8,12 +8,13 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/drover-run/drover"
+	"github.com/drover-run/drover/engine"
 )
 
-var _ drover.CooldownStore = (*Store)(nil)
+var _ engine.CooldownStore = (*Store)(nil)
 
 // CoolDown records that key cools down for d from now, by the server's
-// clock; a cooldown of key that ends later is kept (drover.CooldownStore).
+// clock; a cooldown of key that ends later is kept (engine.CooldownStore).
 func (s *Store) CoolDown(ctx context.Context, key string, code drover.ErrorCode, d time.Duration) error {
 	_, err := s.pool.Exec(ctx, `INSERT INTO cooldowns (key, code, until_at)
 		VALUES ($1, $2, now() + make_interval(secs => $3::float8 / 1000))
@@ -25,7 +26,7 @@ func (s *Store) CoolDown(ctx context.Context, key string, code drover.ErrorCode,
 
 // CooldownLeft returns how long key has left to cool, by the server's
 // clock, and the failure that started it; zero when it is not cooling
-// (drover.CooldownStore).
+// (engine.CooldownStore).
 func (s *Store) CooldownLeft(ctx context.Context, key string) (time.Duration, drover.ErrorCode, error) {
 	var (
 		ms   float64

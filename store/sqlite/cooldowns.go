@@ -7,12 +7,13 @@ import (
 	"time"
 
 	"github.com/drover-run/drover"
+	"github.com/drover-run/drover/engine"
 )
 
-var _ drover.CooldownStore = (*Store)(nil)
+var _ engine.CooldownStore = (*Store)(nil)
 
 // CoolDown records that key cools down for d from now; a cooldown of key
-// that ends later is kept (drover.CooldownStore).
+// that ends later is kept (engine.CooldownStore).
 func (s *Store) CoolDown(ctx context.Context, key string, code drover.ErrorCode, d time.Duration) error {
 	until := time.Now().Add(d).UnixMilli()
 	return s.inTx(ctx, func(tx *sql.Tx) error {
@@ -24,7 +25,7 @@ func (s *Store) CoolDown(ctx context.Context, key string, code drover.ErrorCode,
 }
 
 // CooldownLeft returns how long key has left to cool and the failure that
-// started it; zero when it is not cooling (drover.CooldownStore).
+// started it; zero when it is not cooling (engine.CooldownStore).
 func (s *Store) CooldownLeft(ctx context.Context, key string) (time.Duration, drover.ErrorCode, error) {
 	now := time.Now()
 	var (

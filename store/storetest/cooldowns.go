@@ -5,16 +5,17 @@ import (
 	"time"
 
 	"github.com/drover-run/drover"
+	"github.com/drover-run/drover/engine"
 	"github.com/drover-run/drover/store"
 )
 
 // testCooldowns: a ledger that shares failover cooldowns
-// (drover.CooldownStore) tells how long a key has left, keeps the longer
+// (engine.CooldownStore) tells how long a key has left, keeps the longer
 // of two cooldowns, and forgets one that has ended.
 func testCooldowns(t *testing.T, s store.Store) {
-	cs, ok := s.(drover.CooldownStore)
+	cs, ok := s.(engine.CooldownStore)
 	if !ok {
-		t.Skipf("%T does not share failover cooldowns (drover.CooldownStore)", s)
+		t.Skipf("%T does not share failover cooldowns (engine.CooldownStore)", s)
 	}
 	ctx := t.Context()
 	left := func(key string) (time.Duration, drover.ErrorCode) {

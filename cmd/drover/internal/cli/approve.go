@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/drover-run/drover"
+	"github.com/drover-run/drover/engine"
 	"github.com/drover-run/drover/runs"
 	"github.com/drover-run/drover/store"
 	"github.com/spf13/cobra"
@@ -51,7 +52,7 @@ recorded it and says who answered first. Exit status 1 when another answer
 			return e.withRuns(ctx, db, args[:1], func(sup *runs.Supervisor, st store.Store) error {
 				run := args[0]
 				if r, err := st.GetRun(ctx, run); err == nil && r.Status.Terminal() {
-					return controlError(run, drover.ErrNotLive)
+					return controlError(run, engine.ErrNotLive)
 				}
 				req, err := pickRequest(ctx, sup, run, args[1:])
 				if err != nil {
@@ -152,13 +153,13 @@ func answerSource(a drover.PermissionAnswerPayload) string {
 // words: what to do next.
 func controlError(run string, err error) error {
 	switch {
-	case errors.Is(err, drover.ErrRequestNotFound):
+	case errors.Is(err, engine.ErrRequestNotFound):
 		return usagef("%v (open requests: 'drover show %s')", err, run)
-	case errors.Is(err, drover.ErrAlreadyAnswered):
+	case errors.Is(err, engine.ErrAlreadyAnswered):
 		return fmt.Errorf("%w (see 'drover logs %s')", err, run)
-	case errors.Is(err, drover.ErrNotLive):
+	case errors.Is(err, engine.ErrNotLive):
 		return fmt.Errorf("run %s is not running (see 'drover show %s')", run, run)
-	case errors.Is(err, drover.ErrNotSupported), errors.Is(err, drover.ErrValidation):
+	case errors.Is(err, engine.ErrNotSupported), errors.Is(err, drover.ErrValidation):
 		return usageError{err}
 	}
 	return err

@@ -9,8 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/drover-run/drover"
 	"github.com/drover-run/drover/builtin"
+	"github.com/drover-run/drover/engine"
 	"github.com/drover-run/drover/internal/config"
 	"github.com/drover-run/drover/runs"
 	"github.com/drover-run/drover/store"
@@ -74,7 +74,7 @@ func (e *env) supervise(ctx context.Context, st store.Store, loc string, cfg run
 	}
 	cfg.Queue = q
 	defer reapWith(q, e)()
-	sup, err := runs.New(ctx, drover.NewEngine(builtin.Registry()), st, cfg)
+	sup, err := runs.New(ctx, engine.New(builtin.Registry()), st, cfg)
 	if err != nil {
 		return err
 	}

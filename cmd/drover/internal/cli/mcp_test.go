@@ -15,6 +15,7 @@ import (
 
 	"github.com/drover-run/drover"
 	"github.com/drover-run/drover/builtin"
+	"github.com/drover-run/drover/engine"
 	"github.com/drover-run/drover/internal/testkit/agenttest"
 	"github.com/drover-run/drover/mcpserver"
 	"github.com/drover-run/drover/runs"
@@ -257,7 +258,7 @@ func TestMCP1_CommandUsesTheParentsSocket(t *testing.T) {
 	}}); err != nil {
 		t.Fatal(err)
 	}
-	sup, err := runs.New(ctx, drover.NewEngine(reg), st, runs.Config{Owner: "outer:1"})
+	sup, err := runs.New(ctx, engine.New(reg), st, runs.Config{Owner: "outer:1"})
 	if err != nil {
 		t.Fatal(err)
 	}

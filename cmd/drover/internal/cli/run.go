@@ -9,14 +9,15 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/debug"
-	"slices"
 	"strings"
 	"time"
 
 	"github.com/drover-run/drover"
 	"github.com/drover-run/drover/builtin"
+	"github.com/drover-run/drover/engine"
 	"github.com/drover-run/drover/internal/config"
 	"github.com/drover-run/drover/internal/imagemem"
+	"github.com/drover-run/drover/pricing"
 	"github.com/drover-run/drover/runs"
 	"github.com/drover-run/drover/store"
 	"github.com/spf13/cobra"
@@ -322,7 +323,7 @@ func planRun(ctx context.Context, e *env, f *runFlags, args []string) (*runPlan,
 		opts.Tier = t
 	}
 	if f.prices != "" {
-		if opts.Prices, err = drover.LoadPrices(f.prices); err != nil {
+		if opts.Prices, err = pricing.Load(f.prices); err != nil {
 			return nil, usagef("--prices: %v", err)
 		}
 	}
@@ -379,24 +380,8 @@ func planRun(ctx context.Context, e *env, f *runFlags, args []string) (*runPlan,
 	if err != nil {
 		return nil, err
 	}
-	reg := builtin.Registry()
+	eng := engine.New(builtin.Registry())
 	for _, a := range f.agents {
-		ad, ok := reg.Get(a)
-		if !ok {
-			return nil, usagef("unknown agent %q (known: %s)", a, strings.Join(reg.List(), ", "))
-		}
-		if tiers := ad.Capabilities().Tiers; f.tier == "" && !slices.Contains(tiers, drover.TierSupervised) && len(tiers) > 0 {
-			return nil, usagef("%s runs only in tier %s, and no --tier was given (the default is supervised): pass --tier %s, or, if it asks before what supervised does not allow, add it again with 'drover agents add %s --force --tier supervised -- …'",
-				a, joinTiers(tiers), tiers[0], a)
-		}
-		if asking && f.approvalTimeout < 0 && ad.Capabilities().Permissions {
-			// Asked here by default: the check must see the timeout the run will have.
-			opts := opts
-			opts.ApprovalTimeout = defaultAskTimeout
-			if _, err := runs.Check(reg, runs.StartRequest{Agent: a, Prompt: prompt, Options: opts}, nil, nil); err != nil {
-				return nil, usagef("%s: %w", a, err)
-			}
-		}
 		// What the supervisor will refuse of each run, once drover has
 		// filled in what the flags imply. Only which options are set
 		// matters here, not their values: the fakemodel's address and the
@@ -408,40 +393,19 @@ func planRun(ctx context.Context, e *env, f *runFlags, args []string) (*runPlan,
 		if f.isolate {
 			o.ConfigDir = "isolated"
 		}
-		_, err := runs.Check(reg, runs.StartRequest{Agent: a, Prompt: prompt, Options: o, ForkFrom: f.fork}, fork, sess)
-		if err == nil {
-			err = drover.CheckLimits(ad.Capabilities(), o) // a budget on a model drover cannot price
+		var defaults engine.Defaults
+		if asking && f.approvalTimeout < 0 {
+			defaults.ApprovalTimeout = defaultAskTimeout // asked here: the check sees the timeout the run will have
 		}
+		if _, ok := eng.Registry().Get(a); !ok {
+			return nil, usagef("unknown agent %q (known: %s)", a, strings.Join(eng.Registry().List(), ", "))
+		}
+		_, err := runs.Check(eng, runs.StartRequest{Agent: a, Prompt: prompt, Options: o, ForkFrom: f.fork}, fork, sess, defaults)
 		switch {
 		case errors.Is(err, drover.ErrUnsupportedOption):
 			return nil, usagef("%s: %w (see 'drover agents --json' for what it supports)", a, err)
 		case err != nil:
 			return nil, usagef("%s: %w", a, err)
-		}
-		for _, fb := range f.fallback {
-			fa, ok := reg.Get(fb)
-			if !ok {
-				return nil, usagef("--fallback: unknown agent %q (known: %s)", fb, strings.Join(reg.List(), ", "))
-			}
-			o := o
-			o.Resume, o.Fork, o.Model, o.Failover = "", false, "", nil
-			if err := fa.Capabilities().Unsupported(o); err != nil {
-				return nil, usagef("--fallback %s: %w (see 'drover agents --json' for what it supports)", fb, err)
-			}
-		}
-	}
-	if fo := opts.Failover; fo != nil {
-		// A profile for none of the run's agents would be silently unused.
-		ids := map[string]bool{}
-		for _, a := range append(slices.Clone(f.agents), f.fallback...) {
-			if ad, ok := reg.Get(a); ok {
-				ids[ad.ID()] = true
-			}
-		}
-		for _, p := range fo.Profiles {
-			if ad, ok := reg.Get(p.Agent); p.Agent != "" && (!ok || !ids[ad.ID()]) {
-				return nil, usagef("--profile %s: its credentials are for %s, which this run does not use (-a or --fallback)", p.Name, p.Agent)
-			}
 		}
 	}
 	return &runPlan{prompt: prompt, opts: opts, fake: fake, ask: asking}, nil
@@ -532,11 +496,11 @@ func findInLedger(ctx context.Context, db, session, fork string) (*store.Run, *s
 // processes write them at once. So with --isolate each run gets a new home
 // (created here and printed), and runs under one home get a subdirectory
 // each.
-func runSpecs(e *env, f *runFlags, prompt string, opts drover.Options) ([]drover.RunSpec, error) {
-	specs := make([]drover.RunSpec, len(f.agents))
+func runSpecs(e *env, f *runFlags, prompt string, opts drover.Options) ([]engine.RunSpec, error) {
+	specs := make([]engine.RunSpec, len(f.agents))
 	for i, a := range f.agents {
 		label := runLabel(f.agents, i)
-		specs[i] = drover.RunSpec{Agent: a, Prompt: prompt, Options: opts}
+		specs[i] = engine.RunSpec{Agent: a, Prompt: prompt, Options: opts}
 		if len(f.agents) > 1 {
 			specs[i].ID = label
 		}

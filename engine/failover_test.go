@@ -1,4 +1,4 @@
-package drover_test
+package engine_test
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/drover-run/drover"
+	"github.com/drover-run/drover/engine"
 )
 
 // apiFake is a fake agent in front of a scripted model API: the answer
@@ -89,9 +90,9 @@ func recoverables(evs []drover.Event) []drover.Event {
 	return out
 }
 
-func attemptsOf(t *testing.T, d drover.Event) []drover.AttemptRecord {
+func attemptsOf(t *testing.T, d drover.Event) []engine.AttemptRecord {
 	t.Helper()
-	a, ok := d.Metadata["attempts"].([]drover.AttemptRecord)
+	a, ok := d.Metadata["attempts"].([]engine.AttemptRecord)
 	if !ok {
 		t.Fatalf("done metadata.attempts missing: %+v", d.Metadata)
 	}
@@ -396,7 +397,7 @@ func TestFAIL1_BadChain(t *testing.T) {
 	if len(api.attempts()) != 0 {
 		t.Errorf("attempts %v", api.attempts())
 	}
-	limited := &fake{id: "z", run: func(context.Context, drover.Request, func(drover.Event, error) bool) {}}
+	limited := &fake{id: "z", caps: &drover.Capabilities{}, run: func(context.Context, drover.Request, func(drover.Event, error) bool) {}}
 	e = engineWith(t, api.adapter("x"), limited)
 	evs = runAll(t, e, context.Background(), "x", drover.Options{Failover: &drover.Failover{Agents: []string{"z"}}})
 	if p := errorOf(t, evs); p.Code != drover.CodeUnsupportedOption || !strings.Contains(p.Message, "failover agent z") {
@@ -501,13 +502,13 @@ func newCompacting() *compacting {
 	return c
 }
 
-func compactingEngine(t *testing.T, c *compacting) *drover.Engine {
+func compactingEngine(t *testing.T, c *compacting) *engine.Engine {
 	t.Helper()
 	reg := drover.NewRegistry()
 	if err := reg.Register(c); err != nil {
 		t.Fatal(err)
 	}
-	return drover.NewEngine(reg)
+	return engine.New(reg)
 }
 
 // FAIL-1 (context overflow): a run that overflows its context compacts

@@ -1,9 +1,11 @@
-package drover
+package engine
 
 import (
 	"context"
 	"iter"
 	"time"
+
+	"github.com/drover-run/drover"
 )
 
 // StopReason says why a run stopped (UES-6).
@@ -35,10 +37,10 @@ const (
 
 // RunError is the typed error of a failed run.
 type RunError struct {
-	Kind      ErrorKind `json:"kind"`
-	Code      ErrorCode `json:"code,omitempty"`
-	Message   string    `json:"message"`
-	Retryable bool      `json:"retryable"`
+	Kind      ErrorKind        `json:"kind"`
+	Code      drover.ErrorCode `json:"code,omitempty"`
+	Message   string           `json:"message"`
+	Retryable bool             `json:"retryable"`
 }
 
 // Message is one entry of a run's conversation.
@@ -56,37 +58,37 @@ type ToolCall struct {
 	Input       map[string]any `json:"input"`
 	Description string         `json:"description,omitempty"`
 	// Status is empty when the run ended before the call had a result.
-	Status     ToolStatus `json:"status,omitempty"`
-	Output     string     `json:"output,omitempty"`
-	StartedAt  time.Time  `json:"startedAt"`
-	EndedAt    time.Time  `json:"endedAt,omitzero"`
-	DurationMs int64      `json:"durationMs"`
+	Status     drover.ToolStatus `json:"status,omitempty"`
+	Output     string            `json:"output,omitempty"`
+	StartedAt  time.Time         `json:"startedAt"`
+	EndedAt    time.Time         `json:"endedAt,omitzero"`
+	DurationMs int64             `json:"durationMs"`
 }
 
 // Result is a whole run folded into one value (UES-6).
 type Result struct {
-	Agent       string     `json:"agent"`
-	SessionID   string     `json:"sessionId"`
-	Status      DoneStatus `json:"status"`
-	Text        string     `json:"text"`
-	ResumeToken string     `json:"resumeToken,omitempty"`
-	Messages    []Message  `json:"messages"`
-	ToolCalls   []ToolCall `json:"toolCalls"`
-	Usage       Usage      `json:"usage"`
-	StopReason  StopReason `json:"stopReason"`
-	DurationMs  int64      `json:"durationMs"`
-	Error       *RunError  `json:"error,omitempty"`
+	Agent       string            `json:"agent"`
+	SessionID   string            `json:"sessionId"`
+	Status      drover.DoneStatus `json:"status"`
+	Text        string            `json:"text"`
+	ResumeToken string            `json:"resumeToken,omitempty"`
+	Messages    []Message         `json:"messages"`
+	ToolCalls   []ToolCall        `json:"toolCalls"`
+	Usage       drover.Usage      `json:"usage"`
+	StopReason  StopReason        `json:"stopReason"`
+	DurationMs  int64             `json:"durationMs"`
+	Error       *RunError         `json:"error,omitempty"`
 	// Errors lists every error event, recoverable ones included.
-	Errors []ErrorPayload `json:"errors,omitempty"`
-	Events int            `json:"events"`
+	Errors []drover.ErrorPayload `json:"errors,omitempty"`
+	Events int                   `json:"events"`
 }
 
 // Collect folds a run's events into a Result. It consumes events to the end.
 // Final text is done.result when the agent reported one, else the last text.
-func Collect(events iter.Seq[Event]) *Result {
+func Collect(events iter.Seq[drover.Event]) *Result {
 	r := &Result{Messages: []Message{}, ToolCalls: []ToolCall{}}
 	calls := map[string]int{}
-	var lastErr *ErrorPayload
+	var lastErr *drover.ErrorPayload
 	var stopHint string
 	for ev := range events {
 		r.Events++
@@ -98,14 +100,14 @@ func Collect(events iter.Seq[Event]) *Result {
 		}
 		at := time.UnixMilli(ev.Timestamp)
 		switch p := ev.Payload.(type) {
-		case TextPayload:
+		case drover.TextPayload:
 			r.Text = p.Content
 			r.Messages = append(r.Messages, Message{Role: "assistant", Content: p.Content})
-		case ToolUsePayload:
+		case drover.ToolUsePayload:
 			calls[p.ToolUseID] = len(r.ToolCalls)
 			r.ToolCalls = append(r.ToolCalls, ToolCall{ID: p.ToolUseID, Name: p.ToolName,
 				Input: p.Input, Description: p.Description, StartedAt: at})
-		case ToolResultPayload:
+		case drover.ToolResultPayload:
 			r.Messages = append(r.Messages, Message{Role: "tool", Content: p.Output, ToolUseID: p.ToolUseID})
 			i, ok := calls[p.ToolUseID]
 			if !ok {
@@ -120,12 +122,12 @@ func Collect(events iter.Seq[Event]) *Result {
 			} else {
 				tc.DurationMs = at.Sub(tc.StartedAt).Milliseconds()
 			}
-		case ErrorPayload:
+		case drover.ErrorPayload:
 			r.Errors = append(r.Errors, p)
 			if !p.Recoverable {
 				lastErr = &p
 			}
-		case DonePayload:
+		case drover.DonePayload:
 			r.Status = p.Status
 			r.ResumeToken = p.ResumeToken
 			r.Usage = p.Usage
@@ -139,7 +141,7 @@ func Collect(events iter.Seq[Event]) *Result {
 		}
 	}
 	r.StopReason = stopReason(r.Status, lastErr, stopHint)
-	if r.Status != StatusSuccess && r.Status != "" {
+	if r.Status != drover.StatusSuccess && r.Status != "" {
 		r.Error = runError(r.Status, lastErr)
 	}
 	return r
@@ -147,7 +149,7 @@ func Collect(events iter.Seq[Event]) *Result {
 
 // RunCollect runs agent and returns the collected result, with the prompt
 // as the first message. Errors are those of Run.
-func (e *Engine) RunCollect(ctx context.Context, agent, prompt string, opts Options) (*Result, error) {
+func (e *Engine) RunCollect(ctx context.Context, agent, prompt string, opts drover.Options) (*Result, error) {
 	events, err := e.Run(ctx, agent, prompt, opts)
 	if err != nil {
 		return nil, err
@@ -157,33 +159,33 @@ func (e *Engine) RunCollect(ctx context.Context, agent, prompt string, opts Opti
 	return r, nil
 }
 
-func stopReason(s DoneStatus, lastErr *ErrorPayload, hint string) StopReason {
+func stopReason(s drover.DoneStatus, lastErr *drover.ErrorPayload, hint string) StopReason {
 	switch s {
-	case StatusSuccess:
+	case drover.StatusSuccess:
 		if hint == string(StopMaxTokens) {
 			return StopMaxTokens
 		}
 		return StopEndTurn
-	case StatusMaxTurns:
+	case drover.StatusMaxTurns:
 		return StopMaxTurns
-	case StatusMaxBudget:
+	case drover.StatusMaxBudget:
 		return StopMaxBudget
-	case StatusInterrupted:
+	case drover.StatusInterrupted:
 		return StopAborted
 	}
-	if lastErr != nil && (lastErr.Code == CodeTimeout || lastErr.Code == CodeIdleTimeout) {
+	if lastErr != nil && (lastErr.Code == drover.CodeTimeout || lastErr.Code == drover.CodeIdleTimeout) {
 		return StopTimeout
 	}
 	return StopError
 }
 
-func runError(s DoneStatus, lastErr *ErrorPayload) *RunError {
+func runError(s drover.DoneStatus, lastErr *drover.ErrorPayload) *RunError {
 	switch s {
-	case StatusInterrupted:
+	case drover.StatusInterrupted:
 		return &RunError{Kind: KindUnknown, Message: "run was interrupted"}
-	case StatusMaxTurns:
+	case drover.StatusMaxTurns:
 		return &RunError{Kind: KindUnknown, Message: "run reached its turn limit"}
-	case StatusMaxBudget:
+	case drover.StatusMaxBudget:
 		return &RunError{Kind: KindUnknown, Message: "run reached its budget limit"}
 	}
 	if lastErr == nil {
@@ -191,15 +193,15 @@ func runError(s DoneStatus, lastErr *ErrorPayload) *RunError {
 	}
 	k := KindUnknown
 	switch lastErr.Code {
-	case CodeContextOverflow:
+	case drover.CodeContextOverflow:
 		k = KindContextOverflow
-	case CodeAuthFailed:
+	case drover.CodeAuthFailed:
 		k = KindAuthFailure
-	case CodeRateLimited, CodeOverloaded:
+	case drover.CodeRateLimited, drover.CodeOverloaded:
 		k = KindRateLimit
-	case CodeServerError, CodeModelError, CodeBadRequest:
+	case drover.CodeServerError, drover.CodeModelError, drover.CodeBadRequest:
 		k = KindModelError
-	case CodeTimeout, CodeIdleTimeout:
+	case drover.CodeTimeout, drover.CodeIdleTimeout:
 		k = KindTimeout
 	}
 	return &RunError{Kind: k, Code: lastErr.Code, Message: lastErr.Message, Retryable: lastErr.Code.Retryable()}

@@ -1,4 +1,4 @@
-package drover_test
+package engine_test
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/drover-run/drover"
+	"github.com/drover-run/drover/engine"
 	"github.com/drover-run/drover/internal/testkit/uestest"
 	"go.uber.org/goleak"
 )
@@ -27,7 +28,7 @@ type fake struct {
 	returned atomic.Bool // Run's iterator function has returned
 	sawStop  atomic.Bool // yield returned false or ctx was cancelled
 	run      func(ctx context.Context, req drover.Request, y func(drover.Event, error) bool)
-	caps     *drover.Capabilities // nil: none
+	caps     *drover.Capabilities // nil: every tier, nothing else
 }
 
 func (f *fake) ID() string { return f.id }
@@ -35,7 +36,7 @@ func (f *fake) Capabilities() drover.Capabilities {
 	if f.caps != nil {
 		return *f.caps
 	}
-	return drover.Capabilities{}
+	return drover.Capabilities{Tiers: drover.Tiers()}
 }
 func (f *fake) Available(context.Context) drover.Availability {
 	return drover.Availability{Installed: true}
@@ -69,7 +70,7 @@ func done(s drover.DoneStatus) drover.Event {
 	return ev(drover.TypeDone, drover.DonePayload{Status: s, DurationMs: 1})
 }
 
-func engineWith(t *testing.T, adapters ...*fake) *drover.Engine {
+func engineWith(t *testing.T, adapters ...*fake) *engine.Engine {
 	t.Helper()
 	reg := drover.NewRegistry()
 	for _, a := range adapters {
@@ -77,12 +78,16 @@ func engineWith(t *testing.T, adapters ...*fake) *drover.Engine {
 			t.Fatal(err)
 		}
 	}
-	return drover.NewEngine(reg)
+	return engine.New(reg)
 }
 
-func runAll(t *testing.T, e *drover.Engine, ctx context.Context, agent string, opts drover.Options) []drover.Event {
+func runAll(t *testing.T, e *engine.Engine, ctx context.Context, agent string, opts drover.Options, h ...engine.Hooks) []drover.Event {
 	t.Helper()
-	events, err := e.Run(ctx, agent, "prompt", opts)
+	req := engine.Request{Agent: agent, Prompt: "prompt", Options: opts}
+	if len(h) > 0 {
+		req.Hooks = h[0]
+	}
+	events, err := e.Start(ctx, req)
 	if err != nil {
 		t.Fatalf("Run: %v", err)
 	}
@@ -416,7 +421,7 @@ func TestENG010_ParallelInterleaves(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	per := map[string][]drover.Event{}
-	for ev := range e.RunParallel(ctx, []drover.RunSpec{{ID: "1", Agent: "a"}, {ID: "2", Agent: "b"}}) {
+	for ev := range e.RunParallel(ctx, []engine.RunSpec{{ID: "1", Agent: "a"}, {ID: "2", Agent: "b"}}) {
 		per[ev.RunID] = append(per[ev.RunID], ev)
 		if p, ok := ev.Payload.(drover.TextPayload); ok && p.Content == "b1" {
 			close(bSeen)
@@ -443,7 +448,7 @@ func TestENG011_ParallelFailureIsolated(t *testing.T) {
 	}}
 	e := engineWith(t, good, bad)
 	per := map[string][]drover.Event{}
-	for ev := range e.RunParallel(context.Background(), []drover.RunSpec{
+	for ev := range e.RunParallel(context.Background(), []engine.RunSpec{
 		{ID: "g", Agent: "good"}, {ID: "b", Agent: "bad"}, {ID: "u", Agent: "missing"},
 		{ID: "v", Agent: "good", Options: drover.Options{MaxTurns: -1}},
 	}) {
@@ -469,7 +474,7 @@ func TestENG012_ParallelCancelStopsAll(t *testing.T) {
 	defer cancel()
 	per := map[string][]drover.Event{}
 	started := 0
-	for ev := range e.RunParallel(ctx, []drover.RunSpec{{ID: "a", Agent: "a"}, {ID: "b", Agent: "b"}, {ID: "c", Agent: "c"}}) {
+	for ev := range e.RunParallel(ctx, []engine.RunSpec{{ID: "a", Agent: "a"}, {ID: "b", Agent: "b"}, {ID: "c", Agent: "c"}}) {
 		per[ev.RunID] = append(per[ev.RunID], ev)
 		if ev.Type == drover.TypeText {
 			if started++; started == 3 {
@@ -492,7 +497,7 @@ func TestENG012_ParallelCancelStopsAll(t *testing.T) {
 func TestENG012_ParallelConsumerBreakStopsAll(t *testing.T) {
 	fs := []*fake{{id: "a", run: blockUntilCancelled}, {id: "b", run: blockUntilCancelled}}
 	e := engineWith(t, fs...)
-	for range e.RunParallel(context.Background(), []drover.RunSpec{{Agent: "a"}, {Agent: "b"}}) {
+	for range e.RunParallel(context.Background(), []engine.RunSpec{{Agent: "a"}, {Agent: "b"}}) {
 		break
 	}
 	for _, f := range fs {
@@ -541,7 +546,8 @@ func TestENG013_ToolFiltering(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			e := engineWith(t, &fake{id: "a", run: func(_ context.Context, _ drover.Request, y func(drover.Event, error) bool) {
+			filters := drover.Capabilities{Tiers: drover.Tiers(), AllowedTools: true, DisallowedTools: true}
+			e := engineWith(t, &fake{id: "a", caps: &filters, run: func(_ context.Context, _ drover.Request, y func(drover.Event, error) bool) {
 				for _, e := range c.events {
 					if !y(e, nil) {
 						return
@@ -618,7 +624,7 @@ func TestENG004_ConsumerPanicIsNotAnAdapterError(t *testing.T) {
 	}
 }
 
-// The process observer reaches the adapter as an explicit option, and the
+// The process observer reaches the adapter with the request, and the
 // request's session id is the one stamped on the run's events.
 func TestProcessObserverAndSessionReachTheAdapter(t *testing.T) {
 	var got [2]int
@@ -628,8 +634,8 @@ func TestProcessObserverAndSessionReachTheAdapter(t *testing.T) {
 		req.ProcessStarted(42, 43)
 		y(done(drover.StatusSuccess), nil)
 	}}
-	evs := runAll(t, engineWith(t, a), context.Background(), "a", drover.Options{
-		ProcessObserver: func(pid, pgid int) { got = [2]int{pid, pgid} }})
+	evs := runAll(t, engineWith(t, a), context.Background(), "a", drover.Options{},
+		engine.Hooks{Observer: func(pid, pgid int) { got = [2]int{pid, pgid} }})
 	if got != [2]int{42, 43} {
 		t.Fatalf("observer got %v", got)
 	}
@@ -640,10 +646,9 @@ func TestProcessObserverAndSessionReachTheAdapter(t *testing.T) {
 }
 
 // Options travel as JSON with durations as strings, accept milliseconds,
-// drop the observer, and refuse unknown fields.
+// and refuse unknown fields.
 func TestOptionsJSON(t *testing.T) {
-	o := drover.Options{Tier: drover.TierDryRun, Timeout: 90 * time.Second, SessionID: "ses_1",
-		ProcessObserver: func(int, int) {}}
+	o := drover.Options{Tier: drover.TierDryRun, Timeout: 90 * time.Second, SessionID: "ses_1"}
 	data, err := json.Marshal(o)
 	if err != nil {
 		t.Fatal(err)
@@ -745,10 +750,10 @@ func TestUES2_InitCapabilities(t *testing.T) {
 		_ = y(ev(drover.TypeInit, drover.InitPayload{Model: "m", Tools: []string{}}), nil) && y(done(drover.StatusSuccess), nil)
 	}}
 	for _, c := range []struct {
-		opts drover.Options
-		live bool
-	}{{drover.Options{}, false}, {drover.Options{Control: drover.NewControl()}, true}} {
-		evs := runAll(t, engineWith(t, a), context.Background(), "a", c.opts)
+		hooks engine.Hooks
+		live  bool
+	}{{engine.Hooks{}, false}, {engine.Hooks{Control: engine.NewControl()}, true}} {
+		evs := runAll(t, engineWith(t, a), context.Background(), "a", drover.Options{}, c.hooks)
 		p := evs[0].Payload.(drover.InitPayload)
 		if p.Capabilities == nil || !p.Capabilities.Resume || !p.Capabilities.Fork || p.Capabilities.Permissions != c.live ||
 			p.Capabilities.Steer != c.live || p.Capabilities.Interrupt != c.live {

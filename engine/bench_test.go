@@ -1,10 +1,11 @@
-package drover_test
+package engine_test
 
 import (
 	"context"
 	"testing"
 
 	"github.com/drover-run/drover"
+	"github.com/drover-run/drover/engine"
 )
 
 const benchEvents = 10000
@@ -25,7 +26,7 @@ func benchAdapter() *fake {
 // BenchmarkEventPathRun measures events per second through Engine.Run with
 // its guarantees (stamping, done handling, idle timer, tool filter).
 func BenchmarkEventPathRun(b *testing.B) {
-	e := drover.NewEngine(drover.NewRegistry())
+	e := engine.New(drover.NewRegistry())
 	e.Registry().Register(benchAdapter())
 	opts := drover.Options{IdleTimeout: 1 << 40, AllowedTools: []string{"Bash"}}
 	b.ReportAllocs()
@@ -61,9 +62,9 @@ func BenchmarkEventPathBaseline(b *testing.B) {
 
 // BenchmarkEventPathParallel runs four such adapters through RunParallel.
 func BenchmarkEventPathParallel(b *testing.B) {
-	e := drover.NewEngine(drover.NewRegistry())
+	e := engine.New(drover.NewRegistry())
 	e.Registry().Register(benchAdapter())
-	specs := []drover.RunSpec{{Agent: "bench"}, {Agent: "bench"}, {Agent: "bench"}, {Agent: "bench"}}
+	specs := []engine.RunSpec{{Agent: "bench"}, {Agent: "bench"}, {Agent: "bench"}, {Agent: "bench"}}
 	b.ReportAllocs()
 	for b.Loop() {
 		n := 0

@@ -1,49 +1,62 @@
-package drover
+package engine
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"iter"
+	"maps"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/drover-run/drover"
 )
 
 // Engine runs agents from a registry and guarantees the shape of every run's
 // stream: exactly one "done", last; adapter failures, timeouts and
 // cancellation turned into events; the adapter stopped as soon as it is done.
 type Engine struct {
-	reg *Registry
+	reg *drover.Registry
 
 	coolOnce sync.Once
 	cool     *Cooldowns // failover's cooldowns, shared by all runs (failover.go)
 }
 
-// NewEngine returns an engine over reg.
-func NewEngine(reg *Registry) *Engine { return &Engine{reg: reg} }
+// New returns an engine over reg.
+func New(reg *drover.Registry) *Engine { return &Engine{reg: reg} }
 
 // Registry returns the engine's registry.
-func (e *Engine) Registry() *Registry { return e.reg }
+func (e *Engine) Registry() *drover.Registry { return e.reg }
 
-// Run starts agent (an id or alias) on prompt and returns its event stream.
-// It returns ErrUnknownAgent for an unregistered agent and a VALIDATION_ERROR
-// *Error for options no adapter could accept; every other failure arrives in
-// the stream as "error" followed by "done".
+// Run starts agent (an id or alias) on prompt and returns its event stream:
+// Start with no hooks and no defaults.
+func (e *Engine) Run(ctx context.Context, agent, prompt string, opts drover.Options) (iter.Seq[drover.Event], error) {
+	return e.Start(ctx, Request{Agent: agent, Prompt: prompt, Options: opts})
+}
+
+// Start resolves req (Resolve) and returns the run's event stream. It
+// returns drover.ErrUnknownAgent for an unregistered agent and a
+// VALIDATION_ERROR *drover.Error for options no adapter could accept (ENG-003);
+// every other failure, what the agent cannot honour included (ADP-3),
+// arrives in the stream as "error" followed by "done".
 //
 // The stream is iterated once. Cancelling ctx stops the agent and ends the
 // stream with done{interrupted}; a ctx already cancelled yields that without
 // starting the agent (ENG-005). Breaking out of the loop stops the agent too;
 // when iteration returns, the agent's process group is gone.
-func (e *Engine) Run(ctx context.Context, agent, prompt string, opts Options) (iter.Seq[Event], error) {
-	a, ok := e.reg.Get(agent)
-	if !ok {
-		return nil, fmt.Errorf("%w %q (registered: %s)", ErrUnknownAgent, agent, strings.Join(e.reg.List(), ", "))
+func (e *Engine) Start(ctx context.Context, req Request) (iter.Seq[drover.Event], error) {
+	if _, ok := e.reg.Get(req.Agent); !ok {
+		return nil, fmt.Errorf("%w %q (registered: %s)", drover.ErrUnknownAgent, req.Agent, strings.Join(e.reg.List(), ", "))
 	}
-	if err := opts.Validate(); err != nil {
+	if err := req.Options.Validate(); err != nil {
 		return nil, err
 	}
-	return e.stream(ctx, a, prompt, opts, ""), nil
+	p, err := e.Resolve(req)
+	if err != nil {
+		return refused(req, err), nil
+	}
+	return e.Execute(ctx, p), nil
 }
 
 // RunSpec is one run of a RunParallel call.
@@ -53,7 +66,7 @@ type RunSpec struct {
 	ID      string
 	Agent   string
 	Prompt  string
-	Options Options
+	Options drover.Options
 }
 
 // RunParallel runs every spec at once and yields their events merged, each as
@@ -61,16 +74,16 @@ type RunSpec struct {
 // options) yields its own "error" and "done" and leaves the others running
 // (ENG-011). Cancelling ctx ends every active run with done{interrupted}
 // (ENG-012). Breaking out of the loop stops all runs before it returns.
-func (e *Engine) RunParallel(ctx context.Context, specs []RunSpec) iter.Seq[Event] {
-	return func(yield func(Event) bool) {
+func (e *Engine) RunParallel(ctx context.Context, specs []RunSpec) iter.Seq[drover.Event] {
+	return func(yield func(drover.Event) bool) {
 		ctx, cancel := context.WithCancel(ctx)
 		defer cancel()
-		events := make(chan Event)
+		events := make(chan drover.Event)
 		stop := make(chan struct{})
 		var wg sync.WaitGroup
 		for _, spec := range specs {
 			wg.Go(func() {
-				send := func(ev Event) bool {
+				send := func(ev drover.Event) bool {
 					select {
 					case events <- ev:
 						return true
@@ -110,32 +123,33 @@ func (e *Engine) RunParallel(ctx context.Context, specs []RunSpec) iter.Seq[Even
 
 // specStream returns the stream of one RunParallel spec, turning a spec that
 // cannot start into error + done.
-func (e *Engine) specStream(ctx context.Context, spec RunSpec) iter.Seq[Event] {
-	a, ok := e.reg.Get(spec.Agent)
-	var startErr *Error
-	switch {
-	case !ok:
-		startErr = &Error{Code: CodeUnknownAgent, Message: fmt.Sprintf("unknown agent %q", spec.Agent)}
-	default:
-		if err := spec.Options.Validate(); err != nil {
-			startErr = &Error{Code: CodeOf(err, CodeValidation), Message: err.Error()}
+func (e *Engine) specStream(ctx context.Context, spec RunSpec) iter.Seq[drover.Event] {
+	req := Request{Agent: spec.Agent, Prompt: spec.Prompt, Options: spec.Options, RunID: spec.ID}
+	p, err := e.Resolve(req)
+	if err != nil {
+		if errors.Is(err, drover.ErrUnknownAgent) && drover.CodeOf(err, "") == "" {
+			err = &drover.Error{Code: drover.CodeUnknownAgent, Message: fmt.Sprintf("unknown agent %q", spec.Agent)}
 		}
+		return refused(req, err)
 	}
-	if startErr == nil {
-		return e.stream(ctx, a, spec.Prompt, spec.Options, spec.ID)
-	}
-	return func(yield func(Event) bool) {
-		sid := spec.Options.SessionID
+	return e.Execute(ctx, p)
+}
+
+// refused is the stream of a run that cannot start: its error, then
+// done{error}.
+func refused(req Request, err error) iter.Seq[drover.Event] {
+	return func(yield func(drover.Event) bool) {
+		sid := req.Options.SessionID
 		if sid == "" {
-			sid = NewSessionID()
+			sid = drover.NewSessionID()
 		}
-		ev := NewEvent(TypeError, spec.Agent, sid, ErrorPayload{Code: startErr.Code, Message: startErr.Message})
-		ev.RunID = spec.ID
+		ev := drover.NewEvent(drover.TypeError, req.Agent, sid, drover.ErrorPayload{Code: drover.CodeOf(err, drover.CodeValidation), Message: err.Error()})
+		ev.RunID = req.RunID
 		if !yield(ev) {
 			return
 		}
-		d := NewEvent(TypeDone, spec.Agent, sid, DonePayload{Status: StatusError})
-		d.RunID = spec.ID
+		d := drover.NewEvent(drover.TypeDone, req.Agent, sid, drover.DonePayload{Status: drover.StatusError})
+		d.RunID = req.RunID
 		yield(d)
 	}
 }
@@ -150,39 +164,49 @@ var (
 // adapter.
 type consumerPanic struct{ v any }
 
-// stream is the guarded event stream of one run: one attempt, or with a
-// failover chain or a vendor that can compact its sessions, attempts until
-// one is not retried (failover.go).
-func (e *Engine) stream(ctx context.Context, a Adapter, prompt string, opts Options, runID string) iter.Seq[Event] {
-	if opts.Failover != nil || CompactPrompt(a) != "" {
-		return e.failover(ctx, a, prompt, opts, runID)
+// Execute runs p and returns its event stream, as Start does: one
+// attempt, or, for a run with a failover chain or a vendor that can
+// compact its sessions, attempts until one is not retried (failover.go).
+func (e *Engine) Execute(ctx context.Context, p *Plan) iter.Seq[drover.Event] {
+	sid := p.req.Options.SessionID
+	if sid == "" {
+		sid = drover.NewSessionID()
 	}
-	return e.attempt(ctx, a, prompt, opts, runID)
+	if !p.chained && p.compact == "" {
+		at := p.attempts[0]
+		return e.attempt(ctx, p, at, p.req.Prompt, at.opts, sid)
+	}
+	return e.failover(ctx, p, sid)
 }
 
-// attempt is the guarded event stream of one attempt of a run.
-func (e *Engine) attempt(ctx context.Context, a Adapter, prompt string, opts Options, runID string) iter.Seq[Event] {
-	return func(yield func(Event) bool) {
-		if opts.SessionID == "" {
-			opts.SessionID = NewSessionID()
+// attempt is the guarded event stream of one attempt of p: at with opts
+// (at's, with the resume token or remaining timeout the chain gives it),
+// in session sid.
+func (e *Engine) attempt(ctx context.Context, p *Plan, at attempt, prompt string, opts drover.Options, sid string) iter.Seq[drover.Event] {
+	return func(yield func(drover.Event) bool) {
+		opts.SessionID = sid
+		h := p.req.Hooks
+		if h.ProcessEnv != nil {
+			// The runner's environment, the run's own in it, with the
+			// attempt's credentials over both.
+			env := maps.Clone(h.ProcessEnv)
+			if at.profile != nil {
+				maps.Copy(env, at.profile.Env)
+			}
+			opts.Env = env
 		}
-		g := &guard{agent: a.ID(), sid: opts.SessionID, runID: runID, yield: yield, start: time.Now(), opts: opts}
+		g := &guard{agent: at.adapter.ID(), sid: sid, runID: p.req.RunID, yield: yield, start: time.Now(), opts: opts,
+			lim: newLimiter(at.lim, opts.Model)}
 		if ctx.Err() != nil {
-			g.emitDone(StatusInterrupted)
+			g.emitDone(drover.StatusInterrupted)
 			return
 		}
-		lim, err := newLimiter(a.Capabilities(), &opts) // limits.go
-		if err != nil {
-			g.fail(CodeOf(err, CodeValidation), err.Error())
-			return
-		}
-		g.lim = lim
-		req := Request{Prompt: prompt, Options: opts}
-		if opts.interactive() {
-			caps := a.Capabilities()
-			live, err := attach(ctx, opts.Control, opts, caps)
+		req := drover.Request{Prompt: prompt, Options: opts, Observer: h.Observer}
+		if p.live() {
+			caps := at.adapter.Capabilities()
+			live, err := attach(ctx, h.Control, opts, caps, h.CanUseTool)
 			if err != nil {
-				g.fail(CodeOf(err, CodeValidation), err.Error())
+				g.fail(drover.CodeOf(err, drover.CodeValidation), err.Error())
 				return
 			}
 			g.live = live
@@ -190,15 +214,15 @@ func (e *Engine) attempt(ctx context.Context, a Adapter, prompt string, opts Opt
 				req.Live = live
 			}
 		}
-		g.runAdapter(ctx, a, req)
+		g.runAdapter(ctx, at.adapter, req)
 	}
 }
 
 // guard holds the state of one guarded run.
 type guard struct {
 	agent, sid, runID string
-	opts              Options
-	yield             func(Event) bool
+	opts              drover.Options
+	yield             func(drover.Event) bool
 	start             time.Time
 	live              *liveRun // nil unless the run can be answered or steered
 	lim               *limiter // the limits drover enforces (limits.go)
@@ -206,7 +230,7 @@ type guard struct {
 	stopped bool // the consumer stopped iterating
 }
 
-func (g *guard) stamp(ev *Event) {
+func (g *guard) stamp(ev *drover.Event) {
 	if ev.Agent == "" {
 		ev.Agent = g.agent
 	}
@@ -223,7 +247,7 @@ func (g *guard) stamp(ev *Event) {
 
 // emit hands ev to the consumer, marking a consumer panic so that it passes
 // through the adapter's recover untouched.
-func (g *guard) emit(ev Event) bool {
+func (g *guard) emit(ev drover.Event) bool {
 	if g.stopped {
 		return false
 	}
@@ -242,17 +266,17 @@ func (g *guard) emit(ev Event) bool {
 	return ok
 }
 
-func (g *guard) emitDone(status DoneStatus) {
-	g.emit(Event{Type: TypeDone, Payload: DonePayload{Status: status, DurationMs: time.Since(g.start).Milliseconds()}})
+func (g *guard) emitDone(status drover.DoneStatus) {
+	g.emit(drover.Event{Type: drover.TypeDone, Payload: drover.DonePayload{Status: status, DurationMs: time.Since(g.start).Milliseconds()}})
 }
 
-func (g *guard) fail(code ErrorCode, msg string) {
-	if g.emit(Event{Type: TypeError, Payload: ErrorPayload{Code: code, Message: msg}}) {
-		g.emitDone(StatusError)
+func (g *guard) fail(code drover.ErrorCode, msg string) {
+	if g.emit(drover.Event{Type: drover.TypeError, Payload: drover.ErrorPayload{Code: code, Message: msg}}) {
+		g.emitDone(drover.StatusError)
 	}
 }
 
-func (g *guard) runAdapter(ctx context.Context, a Adapter, req Request) {
+func (g *guard) runAdapter(ctx context.Context, a drover.Adapter, req drover.Request) {
 	actx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	if g.opts.Timeout > 0 {
@@ -272,10 +296,10 @@ func (g *guard) runAdapter(ctx context.Context, a Adapter, req Request) {
 		defer g.live.close()
 	}
 	var (
-		done      *Event
+		done      *drover.Event
 		fatal     error
 		violation string
-		limited   DoneStatus
+		limited   drover.DoneStatus
 	)
 	panicked := func() (panicked any) {
 		defer func() {
@@ -296,7 +320,7 @@ func (g *guard) runAdapter(ctx context.Context, a Adapter, req Request) {
 				fatal = err
 				break
 			}
-			if ev.Type == TypeDone {
+			if ev.Type == drover.TypeDone {
 				// Stop the adapter before the consumer sees done, so that by
 				// then no process of the run is left (ENG-006).
 				d := ev
@@ -310,22 +334,22 @@ func (g *guard) runAdapter(ctx context.Context, a Adapter, req Request) {
 			if limited, fatal = g.lim.observe(ev); limited != "" || fatal != nil {
 				break // stops the vendor before it goes on (limits.go)
 			}
-			if w, ok := ev.Payload.(PermissionWithdrawnPayload); ok && ev.Type == TypePermissionWithdrawn {
+			if w, ok := ev.Payload.(drover.PermissionWithdrawnPayload); ok && ev.Type == drover.TypePermissionWithdrawn {
 				// A signal for the engine, not an event: its answer records it.
 				if g.live != nil {
 					g.live.withdraw(w)
 				}
 				continue
 			}
-			if p, ok := ev.Payload.(InitPayload); ok && ev.Type == TypeInit && p.Capabilities == nil {
+			if p, ok := ev.Payload.(drover.InitPayload); ok && ev.Type == drover.TypeInit && p.Capabilities == nil {
 				p.Capabilities = g.capabilities(a, req)
 				ev.Payload = p
 			}
-			if ev.Type == TypePermissionRequest && g.live != nil {
-				p, _ := ev.Payload.(PermissionRequestPayload)
+			if ev.Type == drover.TypePermissionRequest && g.live != nil {
+				p, _ := ev.Payload.(drover.PermissionRequestPayload)
 				opened, err := g.live.open(p)
 				if err != nil {
-					fatal = &Error{Code: CodeAdapterError, Message: err.Error()}
+					fatal = &drover.Error{Code: drover.CodeAdapterError, Message: err.Error()}
 					break
 				}
 				ev.Payload = opened
@@ -347,7 +371,7 @@ func (g *guard) runAdapter(ctx context.Context, a Adapter, req Request) {
 		}
 		return nil
 	}()
-	var unrecorded []Event
+	var unrecorded []drover.Event
 	if g.live != nil {
 		unrecorded = g.live.close()
 	}
@@ -361,34 +385,34 @@ func (g *guard) runAdapter(ctx context.Context, a Adapter, req Request) {
 	}
 	switch {
 	case done != nil:
-		if d, ok := done.Payload.(DonePayload); ok {
+		if d, ok := done.Payload.(drover.DonePayload); ok {
 			g.lim.finish(&d)
 			done.Payload = d
 		}
 		g.emit(*done)
 	case limited != "":
-		g.emit(Event{Type: TypeDone, Payload: g.lim.limited(limited, time.Since(g.start).Milliseconds())})
+		g.emit(drover.Event{Type: drover.TypeDone, Payload: g.lim.limited(limited, time.Since(g.start).Milliseconds())})
 	case context.Cause(actx) == errRunTimeout:
-		g.fail(CodeTimeout, fmt.Sprintf("run exceeded its timeout of %s", g.opts.Timeout))
+		g.fail(drover.CodeTimeout, fmt.Sprintf("run exceeded its timeout of %s", g.opts.Timeout))
 	case context.Cause(actx) == errIdleTimeout:
-		g.fail(CodeIdleTimeout, fmt.Sprintf("agent produced no output for %s", g.opts.IdleTimeout))
+		g.fail(drover.CodeIdleTimeout, fmt.Sprintf("agent produced no output for %s", g.opts.IdleTimeout))
 	case ctx.Err() != nil:
-		g.emitDone(StatusInterrupted)
+		g.emitDone(drover.StatusInterrupted)
 	case panicked != nil:
-		g.fail(CodeAdapterError, fmt.Sprintf("adapter %s panicked: %v", g.agent, panicked))
+		g.fail(drover.CodeAdapterError, fmt.Sprintf("adapter %s panicked: %v", g.agent, panicked))
 	case fatal != nil:
-		g.fail(CodeOf(fatal, CodeAdapterError), fatal.Error())
+		g.fail(drover.CodeOf(fatal, drover.CodeAdapterError), fatal.Error())
 	case violation != "":
-		g.fail(CodeToolFilter, violation)
+		g.fail(drover.CodeToolFilter, violation)
 	default:
-		g.fail(CodeMissingDone, fmt.Sprintf("adapter %s ended its stream without a done event", g.agent))
+		g.fail(drover.CodeMissingDone, fmt.Sprintf("adapter %s ended its stream without a done event", g.agent))
 	}
 }
 
 // capabilities is what the run can do, for its init event: the adapter's
 // capabilities, with answers, steering and interrupts only when this run
 // gets them (a live run).
-func (g *guard) capabilities(a Adapter, req Request) *Capabilities {
+func (g *guard) capabilities(a drover.Adapter, req drover.Request) *drover.Capabilities {
 	c := a.Capabilities()
 	c.MaxTurns, c.MaxBudget = true, true // drover enforces what the vendor does not (limits.go)
 	if req.Live == nil {
@@ -400,19 +424,19 @@ func (g *guard) capabilities(a Adapter, req Request) *Capabilities {
 // filterViolation enforces ENG-013 on what the agent reports: an init that
 // offers a filtered-out tool, or a filtered-out tool that ran successfully,
 // ends the run. A call the vendor itself refused is not a violation.
-func (g *guard) filterViolation(ev Event) string {
+func (g *guard) filterViolation(ev drover.Event) string {
 	if len(g.opts.AllowedTools) == 0 && len(g.opts.DisallowedTools) == 0 {
 		return ""
 	}
 	switch p := ev.Payload.(type) {
-	case InitPayload:
+	case drover.InitPayload:
 		for _, t := range p.Tools {
 			if !g.opts.ToolAllowed(t) {
 				return fmt.Sprintf("agent offers tool %q outside the allowed/disallowed tool filter", t)
 			}
 		}
-	case ToolResultPayload:
-		if p.Status == ToolSuccess && p.ToolName != "" && !g.opts.ToolAllowed(p.ToolName) {
+	case drover.ToolResultPayload:
+		if p.Status == drover.ToolSuccess && p.ToolName != "" && !g.opts.ToolAllowed(p.ToolName) {
 			return fmt.Sprintf("agent ran tool %q outside the allowed/disallowed tool filter", p.ToolName)
 		}
 	}

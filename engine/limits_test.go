@@ -1,4 +1,4 @@
-package drover_test
+package engine_test
 
 import (
 	"context"
@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/drover-run/drover"
+	"github.com/drover-run/drover/engine"
+	"github.com/drover-run/drover/pricing"
 )
 
 func toolUse(id string) drover.Event {
@@ -47,6 +49,7 @@ func (l *looper) start(y func(drover.Event, error) bool, tools []string, id stri
 }
 
 func (l *looper) adapter(caps drover.Capabilities) *fake {
+	caps.Tiers = drover.Tiers()
 	return &fake{id: "loop", caps: &caps, run: func(ctx context.Context, req drover.Request, y func(drover.Event, error) bool) {
 		l.got = req.Options
 		if !y(ev(drover.TypeInit, drover.InitPayload{Model: l.model, Tools: []string{"shell"}}), nil) {
@@ -261,7 +264,7 @@ func TestLIM_PriceOverrides(t *testing.T) {
 	if err := os.WriteFile(file, []byte(`{"mystery-9": {"input": 2, "output": 0}, "gpt-5": {"input": 3, "output": 0}}`), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	t.Setenv(drover.PricesEnv, file)
+	t.Setenv(pricing.Env, file)
 	usage := drover.Usage{InputTokens: 1_000_000}
 	for _, c := range []struct {
 		model  string
@@ -289,7 +292,7 @@ func TestLIM_PriceOverrides(t *testing.T) {
 	if p := errorOf(t, evs); p.Code != drover.CodeValidation {
 		t.Fatalf("bad prices file: %+v", p)
 	}
-	if _, err := drover.NewEngine(drover.NewRegistry()).Run(context.Background(), "x", "p", drover.Options{Prices: map[string]drover.Price{"m": {Output: -2}}}); err == nil {
+	if _, err := engine.New(drover.NewRegistry()).Run(context.Background(), "x", "p", drover.Options{Prices: map[string]drover.Price{"m": {Output: -2}}}); err == nil {
 		t.Fatal("a negative price was accepted")
 	}
 }
@@ -308,7 +311,7 @@ func TestLIM_LookupPrice(t *testing.T) {
 		"gemini-2.5-flashy":        -1,
 		"":                         -1,
 	} {
-		p, ok := drover.LookupPrice(model, drover.BuiltinPrices())
+		p, ok := pricing.Lookup(model, pricing.Builtin())
 		if got := map[bool]float64{true: p.Input, false: -1}[ok]; got != want {
 			t.Errorf("%q: input price %g, want %g", model, got, want)
 		}

@@ -1,8 +1,8 @@
-package drover
+package engine
 
 import (
-	"fmt"
-	"os"
+	"github.com/drover-run/drover"
+	"github.com/drover-run/drover/pricing"
 )
 
 // limiter is one run's guard of Options.MaxTurns and MaxBudgetUSD where
@@ -26,7 +26,7 @@ import (
 type limiter struct {
 	maxTurns int     // enforced by drover; 0: not
 	budget   float64 // enforced by drover; 0: not
-	prices   []map[string]Price
+	prices   []map[string]drover.Price
 	model    string // the run's model: Options.Model, or init's
 
 	turns     int64
@@ -35,73 +35,31 @@ type limiter struct {
 	open      map[string]struct{} // tool calls of this turn without a result yet
 }
 
-// newLimiter takes over from opts the limits that the vendor (caps) does
-// not enforce, removing them from what the adapter is given, and finds the
-// prices. A budget drover enforces on a model with no known price is an
-// error before the run starts.
-func newLimiter(caps Capabilities, opts *Options) (*limiter, error) {
-	l := &limiter{model: opts.Model, open: map[string]struct{}{}}
-	if opts.MaxTurns > 0 && !caps.NativeMaxTurns {
-		l.maxTurns, opts.MaxTurns = opts.MaxTurns, 0
-	}
-	if opts.MaxBudgetUSD > 0 && !caps.NativeMaxBudget {
-		l.budget, opts.MaxBudgetUSD = opts.MaxBudgetUSD, 0
-	}
-	l.prices = append(l.prices, opts.Prices)
-	if path := os.Getenv(PricesEnv); path != "" {
-		file, err := LoadPrices(path)
-		if err != nil {
-			return nil, &Error{Code: CodeValidation, Message: fmt.Sprintf("%s: %v", PricesEnv, err)}
-		}
-		l.prices = append(l.prices, file)
-	}
-	l.prices = append(l.prices, builtinPrices)
-	if l.budget > 0 && opts.Model != "" {
-		if _, ok := l.price(); !ok {
-			return nil, l.noPrice()
-		}
-	}
-	return l, nil
+// newLimiter is the guard of limits l of one attempt with model (its
+// Options.Model, "" when the vendor picks it).
+func newLimiter(l limits, model string) *limiter {
+	return &limiter{maxTurns: l.maxTurns, budget: l.budget, prices: l.prices, model: model, open: map[string]struct{}{}}
 }
 
-// CheckLimits reports the error the engine would end a run with before
-// starting it for o's limits on an agent with caps: a budget drover must
-// enforce on a model it has no price for, or a bad DROVER_PRICES file. A
-// run that names no model is checked at its init instead. For callers
-// that refuse a run before recording it (drover run).
-func CheckLimits(caps Capabilities, o Options) error {
-	_, err := newLimiter(caps, &o)
-	return err
-}
-
-func (l *limiter) price() (Price, bool) { return LookupPrice(l.model, l.prices...) }
-
-func (l *limiter) noPrice() error {
-	model := l.model
-	if model == "" {
-		model = "(the agent's default, unnamed)"
-	}
-	return &Error{Code: CodeUnsupportedOption, Message: fmt.Sprintf(
-		"maxBudgetUsd: no price known for model %q, so drover cannot count its cost: give its price in Options.Prices (drover run --prices FILE) or a %s file (docs/limits.md)", model, PricesEnv)}
-}
+func (l *limiter) price() (drover.Price, bool) { return pricing.Lookup(l.model, l.prices...) }
 
 // observe counts ev and reports the status that ends the run before ev is
 // passed on (StatusMaxTurns), or an error that ends it (an init naming a
 // model with no price under a budget); "" and nil let ev through.
-func (l *limiter) observe(ev Event) (DoneStatus, error) {
+func (l *limiter) observe(ev drover.Event) (drover.DoneStatus, error) {
 	switch ev.Type {
-	case TypeInit:
-		if p, ok := ev.Payload.(InitPayload); ok && p.Model != "" {
-			if _, known := LookupPrice(p.Model, l.prices...); known || l.model == "" {
+	case drover.TypeInit:
+		if p, ok := ev.Payload.(drover.InitPayload); ok && p.Model != "" {
+			if _, known := pricing.Lookup(p.Model, l.prices...); known || l.model == "" {
 				l.model = p.Model
 			}
 		}
 		if l.budget > 0 {
 			if _, ok := l.price(); !ok {
-				return "", l.noPrice()
+				return "", noPrice(l.model)
 			}
 		}
-	case TypeText, TypeTextDelta, TypeThinking, TypeToolUse, TypeToolResult:
+	case drover.TypeText, drover.TypeTextDelta, drover.TypeThinking, drover.TypeToolUse, drover.TypeToolResult:
 		if _, nested := ev.Metadata["parentToolUseId"]; nested {
 			// A vendor's own subagent (UES-5) works inside one tool call
 			// of the run's turn: its responses are not the run's turns.
@@ -109,21 +67,21 @@ func (l *limiter) observe(ev Event) (DoneStatus, error) {
 		}
 	}
 	switch ev.Type {
-	case TypeText, TypeTextDelta, TypeThinking, TypeToolUse:
+	case drover.TypeText, drover.TypeTextDelta, drover.TypeThinking, drover.TypeToolUse:
 		if l.turns == 0 || l.afterTool {
 			if l.maxTurns > 0 && l.turns >= int64(l.maxTurns) {
-				return StatusMaxTurns, nil
+				return drover.StatusMaxTurns, nil
 			}
 			l.turns++
 			l.afterTool = false
 		}
-		if p, ok := ev.Payload.(ToolUsePayload); ok {
+		if p, ok := ev.Payload.(drover.ToolUsePayload); ok {
 			l.toolUses++
 			l.open[p.ToolUseID] = struct{}{}
 		}
-	case TypeToolResult:
+	case drover.TypeToolResult:
 		l.afterTool = true
-		if p, ok := ev.Payload.(ToolResultPayload); ok {
+		if p, ok := ev.Payload.(drover.ToolResultPayload); ok {
 			delete(l.open, p.ToolUseID)
 		}
 	}
@@ -133,9 +91,9 @@ func (l *limiter) observe(ev Event) (DoneStatus, error) {
 // reached reports, after an event was passed on, that the run is to end
 // now: its last allowed turn's tool calls all have their results, so all
 // the vendor can do next is begin a turn past the limit.
-func (l *limiter) reached() DoneStatus {
+func (l *limiter) reached() drover.DoneStatus {
 	if l.maxTurns > 0 && l.turns >= int64(l.maxTurns) && l.afterTool && len(l.open) == 0 {
-		return StatusMaxTurns
+		return drover.StatusMaxTurns
 	}
 	return ""
 }
@@ -144,7 +102,7 @@ func (l *limiter) reached() DoneStatus {
 // tokens when it reports none (CostEstimated), and max_budget when a
 // budget drover enforces was reached. Turns stay the vendor's (absent
 // when it reports none): drover's count is only a limit's.
-func (l *limiter) finish(d *DonePayload) {
+func (l *limiter) finish(d *drover.DonePayload) {
 	u := &d.Usage
 	// A cost of 0 for tokens is a vendor that could not price the model
 	// (OpenCode's catalogue has no price for a custom endpoint's model);
@@ -156,14 +114,14 @@ func (l *limiter) finish(d *DonePayload) {
 			}
 		}
 	}
-	if l.budget > 0 && u.TotalCostUSD != nil && *u.TotalCostUSD >= l.budget && d.Status == StatusSuccess {
-		d.Status = StatusMaxBudget
+	if l.budget > 0 && u.TotalCostUSD != nil && *u.TotalCostUSD >= l.budget && d.Status == drover.StatusSuccess {
+		d.Status = drover.StatusMaxBudget
 	}
 }
 
 // limited is the done of a run drover ended at a limit: the usage it
 // counted so far (turns, tool calls; tokens the vendor had not reported).
-func (l *limiter) limited(status DoneStatus, durationMs int64) DonePayload {
+func (l *limiter) limited(status drover.DoneStatus, durationMs int64) drover.DonePayload {
 	n := l.turns
-	return DonePayload{Status: status, DurationMs: durationMs, Usage: Usage{Turns: &n, ToolUses: l.toolUses}}
+	return drover.DonePayload{Status: status, DurationMs: durationMs, Usage: drover.Usage{Turns: &n, ToolUses: l.toolUses}}
 }

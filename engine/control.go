@@ -1,4 +1,4 @@
-package drover
+package engine
 
 import (
 	"context"
@@ -7,6 +7,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/drover-run/drover"
 )
 
 // Errors of a Control.
@@ -40,20 +42,20 @@ func NewControl() *Control { return &Control{} }
 // ErrAlreadyAnswered when it already has an answer (from a rule, the
 // callback, another client or its deadline). by names who answers; the
 // run records it.
-func (c *Control) Respond(requestID string, d PermissionDecision, by string) error {
-	if d.Behavior != Allow && d.Behavior != Deny {
-		return &Error{Code: CodeValidation, Message: fmt.Sprintf("behavior %q: want allow or deny", d.Behavior)}
+func (c *Control) Respond(requestID string, d drover.PermissionDecision, by string) error {
+	if d.Behavior != drover.Allow && d.Behavior != drover.Deny {
+		return &drover.Error{Code: drover.CodeValidation, Message: fmt.Sprintf("behavior %q: want allow or deny", d.Behavior)}
 	}
 	r := c.live()
 	if r == nil {
 		return ErrNotLive
 	}
-	return r.decide(requestID, d, ByClient, by)
+	return r.decide(requestID, d, drover.ByClient, by)
 }
 
 // Pending returns the run's permission requests that have no answer yet,
 // oldest first; none when no run is live.
-func (c *Control) Pending() []PermissionRequestPayload {
+func (c *Control) Pending() []drover.PermissionRequestPayload {
 	r := c.live()
 	if r == nil {
 		return nil
@@ -66,7 +68,7 @@ func (c *Control) Pending() []PermissionRequestPayload {
 // ErrNotSupported when its agent takes no messages while it runs.
 func (c *Control) Steer(message, by string) error {
 	if message == "" {
-		return &Error{Code: CodeValidation, Message: "a steering message is empty"}
+		return &drover.Error{Code: drover.CodeValidation, Message: "a steering message is empty"}
 	}
 	r := c.live()
 	if r == nil {
@@ -75,7 +77,7 @@ func (c *Control) Steer(message, by string) error {
 	if !r.caps.Steer {
 		return ErrNotSupported
 	}
-	r.push(LiveInput{Steer: &SteerPayload{Message: message, By: by}})
+	r.push(drover.LiveInput{Steer: &drover.SteerPayload{Message: message, By: by}})
 	return nil
 }
 
@@ -91,7 +93,7 @@ func (c *Control) Interrupt(by string) error {
 	if !r.caps.Interrupt {
 		return ErrNotSupported
 	}
-	r.push(LiveInput{Interrupt: &InterruptPayload{By: by}})
+	r.push(drover.LiveInput{Interrupt: &drover.InterruptPayload{By: by}})
 	return nil
 }
 
@@ -101,60 +103,21 @@ func (c *Control) live() *liveRun {
 	return c.run
 }
 
-// LiveInput is one thing a live run's adapter must pass on to its vendor:
-// exactly one field is set. After passing it on, the adapter yields Event()
-// so that the stream (and the ledger) records it.
-type LiveInput struct {
-	Answer    *PermissionAnswerPayload
-	Steer     *SteerPayload
-	Interrupt *InterruptPayload
-}
-
-// Event returns the event recording in, without agent and session (the
-// engine stamps them).
-func (in LiveInput) Event() Event {
-	switch {
-	case in.Answer != nil:
-		return Event{Type: TypePermissionAnswer, Timestamp: in.Answer.AnsweredAt, Payload: *in.Answer}
-	case in.Steer != nil:
-		return Event{Type: TypeSteer, Timestamp: time.Now().UnixMilli(), Payload: *in.Steer}
-	case in.Interrupt != nil:
-		return Event{Type: TypeInterrupt, Timestamp: time.Now().UnixMilli(), Payload: *in.Interrupt}
-	}
-	return Event{}
-}
-
-// Live is a run's control as its adapter sees it (Request.Live): the
-// answers to the permission requests it yielded, steering messages and
-// interrupts, in the order they came. The engine sets it only for an
-// adapter whose Capabilities say it can take some of them, and only when
-// the run can be answered or steered (see Options.Control).
-//
-// The adapter yields each permission request as a "permission_request"
-// event with a RequestID unique in the run, then waits for its answer
-// among the inputs; it must take the inputs until it returns.
-type Live interface {
-	// Ready returns a channel that has a value whenever Take has inputs.
-	Ready() <-chan struct{}
-	// Take returns the inputs that arrived since the last call, oldest
-	// first, or none.
-	Take() []LiveInput
-}
-
 // liveRun is the engine's side of one interactive run: it decides the
 // run's permission requests and queues every input for the adapter.
 type liveRun struct {
-	ctl   *Control
-	opts  Options
-	caps  Capabilities
-	ctx   context.Context // ends when the run ends
-	stop  context.CancelFunc
-	wg    sync.WaitGroup // callback goroutines
-	ready chan struct{}  // capacity 1: "Take has something"
+	ctl    *Control
+	opts   drover.Options
+	canUse drover.PermissionFunc // Hooks.CanUseTool
+	caps   drover.Capabilities
+	ctx    context.Context // ends when the run ends
+	stop   context.CancelFunc
+	wg     sync.WaitGroup // callback goroutines
+	ready  chan struct{}  // capacity 1: "Take has something"
 
 	mu      sync.Mutex
 	ended   bool
-	queue   []LiveInput
+	queue   []drover.LiveInput
 	pending map[string]*pendingRequest
 	order   []string // pending ids, oldest first
 	asked   map[string]bool
@@ -162,7 +125,7 @@ type liveRun struct {
 }
 
 type pendingRequest struct {
-	req    PermissionRequestPayload
+	req    drover.PermissionRequestPayload
 	asked  time.Time
 	timer  *time.Timer
 	cancel context.CancelFunc // the callback's context
@@ -172,25 +135,19 @@ type pendingRequest struct {
 // the same subject.
 type grant struct{ tool, subject string }
 
-// interactive reports whether o asks for a run that can be answered or
-// steered: then the engine gives the adapter a Live.
-func (o Options) interactive() bool {
-	return o.Control != nil || o.CanUseTool != nil || o.ApprovalTimeout > 0 || len(o.PermissionRules) > 0
-}
-
 // attach makes ctl the control of a new live run.
-func attach(ctx context.Context, ctl *Control, opts Options, caps Capabilities) (*liveRun, error) {
+func attach(ctx context.Context, ctl *Control, opts drover.Options, caps drover.Capabilities, canUse drover.PermissionFunc) (*liveRun, error) {
 	if ctl == nil {
 		ctl = NewControl()
 	}
-	r := &liveRun{ctl: ctl, opts: opts, caps: caps, ready: make(chan struct{}, 1),
+	r := &liveRun{ctl: ctl, opts: opts, caps: caps, canUse: canUse, ready: make(chan struct{}, 1),
 		pending: map[string]*pendingRequest{}, asked: map[string]bool{}}
 	r.ctx, r.stop = context.WithCancel(context.WithoutCancel(ctx))
 	ctl.mu.Lock()
 	defer ctl.mu.Unlock()
 	if ctl.run != nil {
 		r.stop()
-		return nil, &Error{Code: CodeValidation, Message: "this Control already serves a live run"}
+		return nil, &drover.Error{Code: drover.CodeValidation, Message: "this Control already serves a live run"}
 	}
 	ctl.run = r
 	return r, nil
@@ -200,7 +157,7 @@ func attach(ctx context.Context, ctl *Control, opts Options, caps Capabilities) 
 func (r *liveRun) Ready() <-chan struct{} { return r.ready }
 
 // Take implements Live.
-func (r *liveRun) Take() []LiveInput {
+func (r *liveRun) Take() []drover.LiveInput {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	q := r.queue
@@ -211,7 +168,7 @@ func (r *liveRun) Take() []LiveInput {
 // push queues in for the adapter. The queue is unbounded so that no
 // decider ever blocks: the engine decides by rule inside the adapter's own
 // yield, when the adapter cannot be taking inputs.
-func (r *liveRun) push(in LiveInput) {
+func (r *liveRun) push(in drover.LiveInput) {
 	r.mu.Lock()
 	if r.ended {
 		r.mu.Unlock()
@@ -230,16 +187,16 @@ func (r *liveRun) push(in LiveInput) {
 // callback, a client or the deadline; with neither a callback nor an
 // approval timeout, a denial at once. It returns the request as the event
 // shows it, with its deadline.
-func (r *liveRun) open(req PermissionRequestPayload) (PermissionRequestPayload, error) {
+func (r *liveRun) open(req drover.PermissionRequestPayload) (drover.PermissionRequestPayload, error) {
 	if req.RequestID == "" {
 		return req, fmt.Errorf("permission request for %s without a request id", req.ToolName)
 	}
 	if req.Description == "" {
-		req.Description = DescribeTool(req.ToolName, req.Input)
+		req.Description = drover.DescribeTool(req.ToolName, req.Input)
 	}
 	now := time.Now()
 	timeout := r.opts.ApprovalTimeout
-	if timeout == 0 && r.opts.CanUseTool != nil {
+	if timeout == 0 && r.canUse != nil {
 		timeout = DefaultApprovalTimeout
 	}
 	if timeout > 0 {
@@ -254,21 +211,21 @@ func (r *liveRun) open(req PermissionRequestPayload) (PermissionRequestPayload, 
 	p := &pendingRequest{req: req, asked: now}
 	r.pending[req.RequestID] = p
 	r.order = append(r.order, req.RequestID)
-	subject := CallSubject(req.Input)
+	subject := drover.CallSubject(req.Input)
 	always := slices.Contains(r.always, grant{req.ToolName, subject})
 	r.mu.Unlock()
 
 	if rule, ok := decideByRules(r.opts.PermissionRules, req); ok {
-		r.decide(req.RequestID, PermissionDecision{Behavior: rule.Behavior, Message: ruleMessage(rule)}, ByRule, rule.String())
+		r.decide(req.RequestID, drover.PermissionDecision{Behavior: rule.Behavior, Message: ruleMessage(rule)}, drover.ByRule, rule.String())
 		return req, nil
 	}
 	if always {
-		r.decide(req.RequestID, PermissionDecision{Behavior: Allow}, ByRule, "always (an earlier answer)")
+		r.decide(req.RequestID, drover.PermissionDecision{Behavior: drover.Allow}, drover.ByRule, "always (an earlier answer)")
 		return req, nil
 	}
-	if r.opts.CanUseTool == nil && timeout == 0 {
-		r.decide(req.RequestID, PermissionDecision{Behavior: Deny,
-			Message: "denied: nobody is there to approve this call"}, ByDefault, "")
+	if r.canUse == nil && timeout == 0 {
+		r.decide(req.RequestID, drover.PermissionDecision{Behavior: drover.Deny,
+			Message: "denied: nobody is there to approve this call"}, drover.ByDefault, "")
 		return req, nil
 	}
 	r.mu.Lock()
@@ -277,10 +234,10 @@ func (r *liveRun) open(req PermissionRequestPayload) (PermissionRequestPayload, 
 		return req, nil // answered meanwhile (a client that read the event first)
 	}
 	p.timer = time.AfterFunc(timeout, func() {
-		r.decide(req.RequestID, PermissionDecision{Behavior: Deny,
-			Message: fmt.Sprintf("denied: no answer within %s", timeout)}, ByDeadline, "")
+		r.decide(req.RequestID, drover.PermissionDecision{Behavior: drover.Deny,
+			Message: fmt.Sprintf("denied: no answer within %s", timeout)}, drover.ByDeadline, "")
 	})
-	if fn := r.opts.CanUseTool; fn != nil {
+	if fn := r.canUse; fn != nil {
 		ctx, cancel := context.WithDeadline(r.ctx, now.Add(timeout))
 		p.cancel = cancel
 		// The callback goroutine belongs to the run: close cancels its
@@ -292,9 +249,9 @@ func (r *liveRun) open(req PermissionRequestPayload) (PermissionRequestPayload, 
 				return // answered otherwise, timed out, or the run ended
 			}
 			if err != nil {
-				d = PermissionDecision{Behavior: Deny, Message: "denied: " + err.Error()}
+				d = drover.PermissionDecision{Behavior: drover.Deny, Message: "denied: " + err.Error()}
 			}
-			r.decide(req.RequestID, d, ByCallback, "")
+			r.decide(req.RequestID, d, drover.ByCallback, "")
 		})
 	}
 	return req, nil
@@ -302,21 +259,21 @@ func (r *liveRun) open(req PermissionRequestPayload) (PermissionRequestPayload, 
 
 // callPermission calls fn, turning a panic into an error: a broken callback
 // denies the call rather than taking the run down.
-func callPermission(ctx context.Context, fn PermissionFunc, req PermissionRequestPayload) (d PermissionDecision, err error) {
+func callPermission(ctx context.Context, fn drover.PermissionFunc, req drover.PermissionRequestPayload) (d drover.PermissionDecision, err error) {
 	defer func() {
 		if v := recover(); v != nil {
 			err = fmt.Errorf("the permission callback panicked: %v", v)
 		}
 	}()
 	d, err = fn(ctx, req)
-	if err == nil && d.Behavior != Allow && d.Behavior != Deny {
+	if err == nil && d.Behavior != drover.Allow && d.Behavior != drover.Deny {
 		err = fmt.Errorf("the permission callback answered behavior %q", d.Behavior)
 	}
 	return d, err
 }
 
-func ruleMessage(r PermissionRule) string {
-	if r.Behavior == Deny {
+func ruleMessage(r drover.PermissionRule) string {
+	if r.Behavior == drover.Deny {
 		return "denied by rule " + r.String()
 	}
 	return ""
@@ -324,7 +281,7 @@ func ruleMessage(r PermissionRule) string {
 
 // decide gives request id its answer, if it has none, and queues it for
 // the adapter.
-func (r *liveRun) decide(id string, d PermissionDecision, by AnswerSource, detail string) error {
+func (r *liveRun) decide(id string, d drover.PermissionDecision, by drover.AnswerSource, detail string) error {
 	r.mu.Lock()
 	p, ok := r.pending[id]
 	switch {
@@ -346,32 +303,32 @@ func (r *liveRun) decide(id string, d PermissionDecision, by AnswerSource, detai
 	if p.cancel != nil {
 		p.cancel()
 	}
-	if d.Behavior == Deny {
+	if d.Behavior == drover.Deny {
 		d.UpdatedInput, d.Always = nil, false
 	}
 	if d.Always {
-		r.always = append(r.always, grant{p.req.ToolName, CallSubject(p.req.Input)})
+		r.always = append(r.always, grant{p.req.ToolName, drover.CallSubject(p.req.Input)})
 	}
-	a := &PermissionAnswerPayload{RequestID: id, ToolName: p.req.ToolName, ToolUseID: p.req.ToolUseID,
+	a := &drover.PermissionAnswerPayload{RequestID: id, ToolName: p.req.ToolName, ToolUseID: p.req.ToolUseID,
 		PermissionDecision: d, By: by, Detail: detail, AskedAt: p.asked.UnixMilli(), AnsweredAt: time.Now().UnixMilli()}
 	r.mu.Unlock()
-	r.push(LiveInput{Answer: a})
+	r.push(drover.LiveInput{Answer: a})
 	return nil
 }
 
 // withdraw answers a request its agent withdrew: denied, by the agent.
-func (r *liveRun) withdraw(w PermissionWithdrawnPayload) {
+func (r *liveRun) withdraw(w drover.PermissionWithdrawnPayload) {
 	msg := "withdrawn by the agent"
 	if w.Reason != "" {
 		msg += ": " + w.Reason
 	}
-	_ = r.decide(w.RequestID, PermissionDecision{Behavior: Deny, Message: msg}, ByAgent, w.Reason)
+	_ = r.decide(w.RequestID, drover.PermissionDecision{Behavior: drover.Deny, Message: msg}, drover.ByAgent, w.Reason)
 }
 
-func (r *liveRun) pendingRequests() []PermissionRequestPayload {
+func (r *liveRun) pendingRequests() []drover.PermissionRequestPayload {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	out := make([]PermissionRequestPayload, 0, len(r.order))
+	out := make([]drover.PermissionRequestPayload, 0, len(r.order))
 	for _, id := range r.order {
 		out = append(out, r.pending[id].req)
 	}
@@ -389,7 +346,7 @@ func (r *liveRun) waiting() bool {
 // they and the answers the adapter never took are returned as events to
 // record before "done". It detaches the Control and waits for callbacks.
 // Later calls return nothing.
-func (r *liveRun) close() []Event {
+func (r *liveRun) close() []drover.Event {
 	r.mu.Lock()
 	if r.ended {
 		r.mu.Unlock()
@@ -403,7 +360,7 @@ func (r *liveRun) close() []Event {
 	r.ctl.mu.Unlock()
 	r.mu.Lock()
 	now := time.Now().UnixMilli()
-	var evs []Event
+	var evs []drover.Event
 	for _, in := range r.queue {
 		if in.Answer != nil { // decided, never passed on: still the answer
 			evs = append(evs, in.Event())
@@ -414,10 +371,10 @@ func (r *liveRun) close() []Event {
 		if p.timer != nil {
 			p.timer.Stop()
 		}
-		a := PermissionAnswerPayload{RequestID: id, ToolName: p.req.ToolName, ToolUseID: p.req.ToolUseID,
-			PermissionDecision: PermissionDecision{Behavior: Deny, Message: "denied: the run ended"},
-			By:                 ByRunEnd, AskedAt: p.asked.UnixMilli(), AnsweredAt: now}
-		evs = append(evs, LiveInput{Answer: &a}.Event())
+		a := drover.PermissionAnswerPayload{RequestID: id, ToolName: p.req.ToolName, ToolUseID: p.req.ToolUseID,
+			PermissionDecision: drover.PermissionDecision{Behavior: drover.Deny, Message: "denied: the run ended"},
+			By:                 drover.ByRunEnd, AskedAt: p.asked.UnixMilli(), AnsweredAt: now}
+		evs = append(evs, drover.LiveInput{Answer: &a}.Event())
 	}
 	r.ended, r.queue, r.pending, r.order = true, nil, nil, nil
 	r.mu.Unlock()

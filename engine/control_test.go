@@ -1,4 +1,4 @@
-package drover_test
+package engine_test
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/drover-run/drover"
+	"github.com/drover-run/drover/engine"
 )
 
 // vendor is a fake interactive agent: it asks for the calls in asks (one
@@ -108,15 +109,15 @@ func ask(id, tool, command string) drover.PermissionRequestPayload {
 
 var interactive = drover.Capabilities{Tiers: drover.Tiers(), Permissions: true, Steer: true, Interrupt: true}
 
-// run starts v with opts and returns a function that collects the rest of
+// start starts v with opts and hooks h and returns a function that collects the rest of
 // the stream.
-func start(t *testing.T, v *vendor, opts drover.Options) (collect func() []drover.Event) {
+func start(t *testing.T, v *vendor, opts drover.Options, h engine.Hooks) (collect func() []drover.Event) {
 	t.Helper()
 	reg := drover.NewRegistry()
 	if err := reg.Register(v); err != nil {
 		t.Fatal(err)
 	}
-	events, err := drover.NewEngine(reg).Run(context.Background(), "vendor", "p", opts)
+	events, err := engine.New(reg).Start(context.Background(), engine.Request{Agent: "vendor", Prompt: "p", Options: opts, Hooks: h})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -154,7 +155,7 @@ func answers(t *testing.T, evs []drover.Event) map[string]drover.PermissionAnswe
 }
 
 // waitPending waits until ctl has n open requests.
-func waitPending(t *testing.T, ctl *drover.Control, n int) []drover.PermissionRequestPayload {
+func waitPending(t *testing.T, ctl *engine.Control, n int) []drover.PermissionRequestPayload {
 	t.Helper()
 	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(2 * time.Millisecond) {
 		if p := ctl.Pending(); len(p) == n {
@@ -169,7 +170,7 @@ func waitPending(t *testing.T, ctl *drover.Control, n int) []drover.PermissionRe
 // answer is recorded right after the request.
 func TestPERM2_NoApproverDeniesAtOnce(t *testing.T) {
 	v := &vendor{caps: interactive, asks: []drover.PermissionRequestPayload{ask("r1", "Bash", "make")}}
-	evs := start(t, v, drover.Options{Control: drover.NewControl()})()
+	evs := start(t, v, drover.Options{}, engine.Hooks{Control: engine.NewControl()})()
 	types := types(evs)
 	if want := []drover.EventType{drover.TypePermissionRequest, drover.TypePermissionAnswer, drover.TypeToolResult, drover.TypeDone}; !slices.Equal(types, want) {
 		t.Fatalf("events %v, want %v", types, want)
@@ -195,7 +196,7 @@ func TestCTL2_Rules(t *testing.T) {
 		}
 		rules = append(rules, r)
 	}
-	got := answers(t, start(t, v, drover.Options{PermissionRules: rules})())
+	got := answers(t, start(t, v, drover.Options{PermissionRules: rules}, engine.Hooks{})())
 	for id, want := range map[string]string{"r1": "allow:Bash(git status*)", "r2": "deny:Bash(rm *)", "r3": "allow:Read", "r4": "allow:Bash"} {
 		a := got[id]
 		if a.By != drover.ByRule || a.Detail != want || string(a.Behavior) != strings.Split(want, ":")[0] {
@@ -222,7 +223,7 @@ func TestPERM2_Callback(t *testing.T) {
 		}
 		panic("bug")
 	}
-	evs := start(t, v, drover.Options{CanUseTool: cb})()
+	evs := start(t, v, drover.Options{}, engine.Hooks{CanUseTool: cb})()
 	got := answers(t, evs)
 	if a := got["ok"]; a.Behavior != drover.Allow || a.By != drover.ByCallback {
 		t.Errorf("ok: %+v", a)
@@ -245,19 +246,19 @@ func TestPERM2_Callback(t *testing.T) {
 // the first answer wins, an unknown id is not found, and an answer after
 // the run ended finds no live run.
 func TestCTL1_ClientAnswers(t *testing.T) {
-	ctl := drover.NewControl()
+	ctl := engine.NewControl()
 	v := &vendor{caps: interactive, asks: []drover.PermissionRequestPayload{ask("a", "Bash", "one"), ask("b", "Bash", "two")}}
-	collect := start(t, v, drover.Options{Control: ctl, ApprovalTimeout: time.Minute})
+	collect := start(t, v, drover.Options{ApprovalTimeout: time.Minute}, engine.Hooks{Control: ctl})
 	if p := waitPending(t, ctl, 2); p[0].RequestID != "a" || p[1].RequestID != "b" {
 		t.Fatalf("pending %+v, want a then b", p)
 	}
-	if err := ctl.Respond("nope", drover.PermissionDecision{Behavior: drover.Allow}, "test"); !errors.Is(err, drover.ErrRequestNotFound) {
+	if err := ctl.Respond("nope", drover.PermissionDecision{Behavior: drover.Allow}, "test"); !errors.Is(err, engine.ErrRequestNotFound) {
 		t.Fatalf("unknown request: %v", err)
 	}
 	if err := ctl.Respond("b", drover.PermissionDecision{Behavior: drover.Deny, Message: "not that"}, "test"); err != nil {
 		t.Fatal(err)
 	}
-	if err := ctl.Respond("b", drover.PermissionDecision{Behavior: drover.Allow}, "late"); !errors.Is(err, drover.ErrAlreadyAnswered) {
+	if err := ctl.Respond("b", drover.PermissionDecision{Behavior: drover.Allow}, "late"); !errors.Is(err, engine.ErrAlreadyAnswered) {
 		t.Fatalf("second answer: %v", err)
 	}
 	if err := ctl.Respond("a", drover.PermissionDecision{Behavior: "maybe"}, "test"); !errors.Is(err, drover.ErrValidation) {
@@ -273,16 +274,16 @@ func TestCTL1_ClientAnswers(t *testing.T) {
 	if a := got["a"]; a.Behavior != drover.Allow || a.By != drover.ByClient || a.AnsweredAt < a.AskedAt {
 		t.Errorf("a: %+v", a)
 	}
-	if err := ctl.Respond("a", drover.PermissionDecision{Behavior: drover.Allow}, "test"); !errors.Is(err, drover.ErrNotLive) {
+	if err := ctl.Respond("a", drover.PermissionDecision{Behavior: drover.Allow}, "test"); !errors.Is(err, engine.ErrNotLive) {
 		t.Fatalf("after the run: %v", err)
 	}
 }
 
 // PERM-2: no answer by the deadline denies; an answer after it is refused.
 func TestPERM2_DeadlineDenies(t *testing.T) {
-	ctl := drover.NewControl()
+	ctl := engine.NewControl()
 	v := &vendor{caps: interactive, asks: []drover.PermissionRequestPayload{ask("r", "Bash", "make")}}
-	evs := start(t, v, drover.Options{Control: ctl, ApprovalTimeout: 50 * time.Millisecond, IdleTimeout: 20 * time.Millisecond})()
+	evs := start(t, v, drover.Options{ApprovalTimeout: 50 * time.Millisecond, IdleTimeout: 20 * time.Millisecond}, engine.Hooks{Control: ctl})()
 	a := answers(t, evs)["r"]
 	if a.Behavior != drover.Deny || a.By != drover.ByDeadline || a.AnsweredAt-a.AskedAt < 50 {
 		t.Fatalf("answer %+v, want a denial at the deadline", a)
@@ -296,10 +297,10 @@ func TestPERM2_DeadlineDenies(t *testing.T) {
 // PERM-2: "always" allows the same call for the rest of the run without
 // asking; a different call is still asked; the next run asks again.
 func TestPERM2_Always(t *testing.T) {
-	ctl := drover.NewControl()
+	ctl := engine.NewControl()
 	v := &vendor{caps: interactive, seq: true, asks: []drover.PermissionRequestPayload{
 		ask("1", "Bash", "make test"), ask("2", "Bash", "make test"), ask("3", "Bash", "make lint")}}
-	collect := start(t, v, drover.Options{Control: ctl, ApprovalTimeout: time.Minute})
+	collect := start(t, v, drover.Options{ApprovalTimeout: time.Minute}, engine.Hooks{Control: ctl})
 	waitPending(t, ctl, 1)
 	if err := ctl.Respond("1", drover.PermissionDecision{Behavior: drover.Allow, Always: true}, "test"); err != nil {
 		t.Fatal(err)
@@ -316,7 +317,7 @@ func TestPERM2_Always(t *testing.T) {
 	}
 	// The next run with the same Control: the grant was for that run only.
 	v2 := &vendor{caps: interactive, asks: []drover.PermissionRequestPayload{ask("1", "Bash", "make test")}}
-	if a := answers(t, start(t, v2, drover.Options{Control: ctl, ApprovalTimeout: 30 * time.Millisecond})())["1"]; a.By != drover.ByDeadline {
+	if a := answers(t, start(t, v2, drover.Options{ApprovalTimeout: 30 * time.Millisecond}, engine.Hooks{Control: ctl})())["1"]; a.By != drover.ByDeadline {
 		t.Fatalf("a new run inherited an always grant: %+v", a)
 	}
 }
@@ -324,10 +325,10 @@ func TestPERM2_Always(t *testing.T) {
 // CTL-3: steering and interrupting reach the adapter and are recorded; an
 // agent that cannot take them refuses; after the run nothing is live.
 func TestCTL3_SteerAndInterrupt(t *testing.T) {
-	ctl := drover.NewControl()
+	ctl := engine.NewControl()
 	v := &vendor{caps: interactive, exit: make(chan struct{})}
-	collect := start(t, v, drover.Options{Control: ctl})
-	for ctl.Steer("also run the linter", "test") == drover.ErrNotLive {
+	collect := start(t, v, drover.Options{}, engine.Hooks{Control: ctl})
+	for ctl.Steer("also run the linter", "test") == engine.ErrNotLive {
 		time.Sleep(time.Millisecond)
 	}
 	if err := ctl.Steer("", "test"); !errors.Is(err, drover.ErrValidation) {
@@ -355,20 +356,20 @@ func TestCTL3_SteerAndInterrupt(t *testing.T) {
 	if d, _ := evs[2].Done(); d.Status != drover.StatusInterrupted || d.ResumeToken == "" {
 		t.Fatalf("done %+v: an interrupt keeps the session", d)
 	}
-	if err := ctl.Steer("more", "test"); !errors.Is(err, drover.ErrNotLive) {
+	if err := ctl.Steer("more", "test"); !errors.Is(err, engine.ErrNotLive) {
 		t.Fatalf("steer after the run: %v", err)
 	}
 
 	plain := &vendor{caps: drover.Capabilities{Tiers: drover.Tiers()}, exit: make(chan struct{})}
-	ctl = drover.NewControl()
-	collect = start(t, plain, drover.Options{Control: ctl})
-	for ctl.Interrupt("test") == drover.ErrNotLive {
+	ctl = engine.NewControl()
+	collect = start(t, plain, drover.Options{}, engine.Hooks{Control: ctl})
+	for ctl.Interrupt("test") == engine.ErrNotLive {
 		time.Sleep(time.Millisecond)
 	}
-	if err := ctl.Steer("x", "test"); !errors.Is(err, drover.ErrNotSupported) {
+	if err := ctl.Steer("x", "test"); !errors.Is(err, engine.ErrNotSupported) {
 		t.Fatalf("steer on an agent without the channel: %v", err)
 	}
-	if err := ctl.Interrupt("test"); !errors.Is(err, drover.ErrNotSupported) {
+	if err := ctl.Interrupt("test"); !errors.Is(err, engine.ErrNotSupported) {
 		t.Fatalf("interrupt on an agent without the channel: %v", err)
 	}
 	close(plain.exit)
@@ -379,9 +380,9 @@ func TestCTL3_SteerAndInterrupt(t *testing.T) {
 // while one is open, record the request denied at the run's end; nobody
 // waits on it.
 func TestPERM2_RunEndsWithRequestOpen(t *testing.T) {
-	ctl := drover.NewControl()
+	ctl := engine.NewControl()
 	v := &vendor{caps: interactive, asks: []drover.PermissionRequestPayload{ask("r", "Bash", "make")}, exit: make(chan struct{})}
-	collect := start(t, v, drover.Options{Control: ctl, ApprovalTimeout: time.Minute})
+	collect := start(t, v, drover.Options{ApprovalTimeout: time.Minute}, engine.Hooks{Control: ctl})
 	waitPending(t, ctl, 1)
 	close(v.exit)
 	evs := collect()
@@ -396,12 +397,12 @@ func TestPERM2_RunEndsWithRequestOpen(t *testing.T) {
 	v = &vendor{caps: interactive, asks: []drover.PermissionRequestPayload{ask("r", "Bash", "make")}}
 	reg.Register(v)
 	ctx, cancel := context.WithCancel(context.Background())
-	ctl = drover.NewControl()
-	events, _ := drover.NewEngine(reg).Run(ctx, "vendor", "p", drover.Options{Control: ctl, CanUseTool: func(ctx context.Context, _ drover.PermissionRequestPayload) (drover.PermissionDecision, error) {
+	ctl = engine.NewControl()
+	events, _ := engine.New(reg).Start(ctx, engine.Request{Agent: "vendor", Prompt: "p", Hooks: engine.Hooks{Control: ctl, CanUseTool: func(ctx context.Context, _ drover.PermissionRequestPayload) (drover.PermissionDecision, error) {
 		cancel() // the person walks away: the run is cancelled while asking
 		<-ctx.Done()
 		return drover.PermissionDecision{Behavior: drover.Allow}, nil
-	}})
+	}}})
 	evs = slices.Collect(events)
 	if d, _ := evs[len(evs)-1].Done(); d.Status != drover.StatusInterrupted {
 		t.Fatalf("done %+v", d)
@@ -414,14 +415,14 @@ func TestPERM2_RunEndsWithRequestOpen(t *testing.T) {
 // One Control serves one run at a time; options without an adapter that
 // can be asked are refused before it starts (ADP-3).
 func TestCTL1_ControlAndCapabilities(t *testing.T) {
-	ctl := drover.NewControl()
+	ctl := engine.NewControl()
 	v := &vendor{caps: interactive, exit: make(chan struct{})}
-	collect := start(t, v, drover.Options{Control: ctl})
-	for ctl.Pending() == nil && ctl.Steer("x", "t") == drover.ErrNotLive {
+	collect := start(t, v, drover.Options{}, engine.Hooks{Control: ctl})
+	for ctl.Pending() == nil && ctl.Steer("x", "t") == engine.ErrNotLive {
 		time.Sleep(time.Millisecond)
 	}
 	second := &vendor{caps: interactive}
-	evs := start(t, second, drover.Options{Control: ctl})()
+	evs := start(t, second, drover.Options{}, engine.Hooks{Control: ctl})()
 	if types := types(evs); !slices.Equal(types, []drover.EventType{drover.TypeError, drover.TypeDone}) {
 		t.Fatalf("a second run on a busy Control: %v", types)
 	}
@@ -429,14 +430,19 @@ func TestCTL1_ControlAndCapabilities(t *testing.T) {
 	collect()
 
 	plain := &vendor{caps: drover.Capabilities{Tiers: drover.Tiers()}}
-	for name, o := range map[string]drover.Options{
-		"callback": {CanUseTool: func(context.Context, drover.PermissionRequestPayload) (drover.PermissionDecision, error) {
+	reg := drover.NewRegistry()
+	if err := reg.Register(plain); err != nil {
+		t.Fatal(err)
+	}
+	for name, req := range map[string]engine.Request{
+		"callback": {Hooks: engine.Hooks{CanUseTool: func(context.Context, drover.PermissionRequestPayload) (drover.PermissionDecision, error) {
 			return drover.PermissionDecision{}, nil
-		}},
-		"rules":   {PermissionRules: []drover.PermissionRule{{Behavior: drover.Allow, Tool: "Read"}}},
-		"timeout": {ApprovalTimeout: time.Minute},
+		}}},
+		"rules":   {Options: drover.Options{PermissionRules: []drover.PermissionRule{{Behavior: drover.Allow, Tool: "Read"}}}},
+		"timeout": {Options: drover.Options{ApprovalTimeout: time.Minute}},
 	} {
-		if err := plain.caps.Unsupported(o); !errors.Is(err, drover.ErrUnsupportedOption) {
+		req.Agent = "vendor"
+		if _, err := engine.New(reg).Resolve(req); !errors.Is(err, drover.ErrUnsupportedOption) {
 			t.Errorf("%s on an agent that cannot ask: %v", name, err)
 		}
 	}
@@ -445,7 +451,7 @@ func TestCTL1_ControlAndCapabilities(t *testing.T) {
 // PERM-2: a request the agent withdraws is answered at once (deny, by the
 // agent), not left to its deadline; the withdrawal itself is not an event.
 func TestPERM2_WithdrawnRequest(t *testing.T) {
-	ctl := drover.NewControl()
+	ctl := engine.NewControl()
 	a := &fake{id: "w", run: func(ctx context.Context, req drover.Request, y func(drover.Event, error) bool) {
 		if !y(drover.Event{Type: drover.TypePermissionRequest, Payload: ask("r1", "Bash", "make")}, nil) ||
 			!y(drover.Event{Type: drover.TypePermissionWithdrawn, Payload: drover.PermissionWithdrawnPayload{RequestID: "r1", Reason: "turn ended"}}, nil) {
@@ -465,7 +471,7 @@ func TestPERM2_WithdrawnRequest(t *testing.T) {
 	if err := reg.Register(a); err != nil {
 		t.Fatal(err)
 	}
-	events, _ := drover.NewEngine(reg).Run(context.Background(), "w", "p", drover.Options{Control: ctl, ApprovalTimeout: time.Hour})
+	events, _ := engine.New(reg).Start(context.Background(), engine.Request{Agent: "w", Prompt: "p", Options: drover.Options{ApprovalTimeout: time.Hour}, Hooks: engine.Hooks{Control: ctl}})
 	evs := slices.Collect(events)
 	if got := types(evs); !slices.Equal(got, []drover.EventType{drover.TypePermissionRequest, drover.TypePermissionAnswer, drover.TypeDone}) {
 		t.Fatalf("events %v", got)
