@@ -65,7 +65,15 @@ func (a *Adapter) Prepare(req drover.Request) (*runner.Launch, error) {
 // Adapter runs Claude Code. The zero value is not usable; call New.
 type Adapter struct{ runner.Base }
 
-var _ drover.Adapter = (*Adapter)(nil)
+var (
+	_ drover.Adapter   = (*Adapter)(nil)
+	_ drover.Compacter = (*Adapter)(nil)
+)
+
+// CompactPrompt is Claude Code's own compaction command: sent as the
+// prompt of a turn resuming a session (-p with --resume), it compacts the
+// session and reports a compact_boundary (claude-code:compact).
+func (*Adapter) CompactPrompt() string { return "/compact" }
 
 // New returns a Claude Code adapter.
 func New() *Adapter {
