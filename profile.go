@@ -59,23 +59,6 @@ func (f *Failover) validate() error {
 	return nil
 }
 
-// redacted returns a copy of f with every profile's Env value replaced by
-// Redacted.
-func (f *Failover) redacted() *Failover {
-	out := &Failover{Models: slices.Clone(f.Models), Agents: slices.Clone(f.Agents)}
-	for _, p := range f.Profiles {
-		if p.Env != nil {
-			env := make(map[string]string, len(p.Env))
-			for k := range p.Env {
-				env[k] = Redacted
-			}
-			p.Env = env
-		}
-		out.Profiles = append(out.Profiles, p)
-	}
-	return out
-}
-
 // MetaSessionCostUSD is the metadata key of a done event by which an
 // adapter says that the vendor reported the cost as the running total of
 // the session the run resumed (Claude Code), not the run's own.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	droverruns "github.com/drover-run/drover/runs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -507,7 +508,7 @@ func TestSEC3_FailoverProfilesThroughProtocol(t *testing.T) {
 			t.Errorf("a profile's key reached a response or drover's stderr")
 		}
 	}
-	if !strings.Contains(string(all), `"ANTHROPIC_API_KEY":"`+drover.Redacted+`"`) {
+	if !strings.Contains(string(all), `"ANTHROPIC_API_KEY":"`+droverruns.Redacted+`"`) {
 		t.Errorf("get does not show the profiles redacted: %.2000s", all)
 	}
 	if !strings.Contains(string(all), "trying profile b") || !strings.Contains(string(all), "hello from key b") {

@@ -15,6 +15,7 @@ import (
 	"github.com/drover-run/drover"
 	"github.com/drover-run/drover/engine"
 	"github.com/drover-run/drover/internal/testkit/uestest"
+	"github.com/drover-run/drover/runs"
 	"go.uber.org/goleak"
 )
 
@@ -723,7 +724,7 @@ func TestSEC3_OptionsRedacted(t *testing.T) {
 			"docs":    {URL: "https://docs.example/mcp", Headers: map[string]string{"Authorization": "Bearer sk-mcp", "X-Trace": "1"}},
 			"tracker": {Command: "tracker", Env: map[string]string{"TRACKER_PASSWORD": "hunter2"}},
 		}}
-	data, err := json.Marshal(o.Redacted())
+	data, err := json.Marshal(runs.Redact(o))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/drover-run/drover"
 	"github.com/drover-run/drover/engine"
+	"github.com/drover-run/drover/runs"
 )
 
 // apiFake is a fake agent in front of a scripted model API: the answer
@@ -415,7 +416,7 @@ func TestFAIL1_BadChain(t *testing.T) {
 func TestSEC3_ProfileSecretsRedacted(t *testing.T) {
 	o := drover.Options{Failover: &drover.Failover{Profiles: []drover.Profile{
 		{Name: "a", Agent: "claude", Env: map[string]string{"ANTHROPIC_API_KEY": "sk-secret-1", "ODDLY_NAMED": "sk-secret-2"}}}}}
-	b, err := json.Marshal(o.Redacted())
+	b, err := json.Marshal(runs.Redact(o))
 	if err != nil {
 		t.Fatal(err)
 	}

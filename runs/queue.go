@@ -68,7 +68,7 @@ func RunOptions(r *store.Run) (drover.Options, error) {
 	}
 	strip := func(m map[string]string) {
 		for k, v := range m {
-			if v == drover.Redacted {
+			if v == Redacted {
 				delete(m, k)
 			}
 		}
@@ -84,7 +84,7 @@ func RunOptions(r *store.Run) (drover.Options, error) {
 			strip(p.Env) // a worker resolves profiles by name (worker.Config.Profiles)
 		}
 	}
-	if o.Endpoint != nil && o.Endpoint.APIKey == drover.Redacted {
+	if o.Endpoint != nil && o.Endpoint.APIKey == Redacted {
 		o.Endpoint.APIKey = ""
 	}
 	if o.Timeout <= 0 {

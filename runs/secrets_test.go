@@ -32,7 +32,7 @@ func TestSEC3_NoSecretInTheLedger(t *testing.T) {
 	if seen.Endpoint == nil || seen.Endpoint.APIKey != secrets[0] || seen.Env["GH_TOKEN"] != secrets[2] {
 		t.Fatalf("the agent did not get its credentials: %+v", seen)
 	}
-	if !strings.Contains(string(r.Options), `"LANG":"C"`) || !strings.Contains(string(r.Options), drover.Redacted) {
+	if !strings.Contains(string(r.Options), `"LANG":"C"`) || !strings.Contains(string(r.Options), runs.Redacted) {
 		t.Fatalf("recorded options %s", r.Options)
 	}
 	var ledger []byte
