@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"iter"
 	"net/url"
 	"slices"
 	"strings"
@@ -13,7 +14,7 @@ import (
 
 	acp "github.com/coder/acp-go-sdk"
 	"github.com/drover-run/drover"
-	"github.com/drover-run/drover/runs"
+	"github.com/drover-run/drover/api"
 	"github.com/drover-run/drover/store"
 )
 
@@ -91,17 +92,15 @@ func (a *agent) Prompt(_ context.Context, p acp.PromptRequest) (acp.PromptRespon
 		a.mu.Unlock()
 	}()
 
-	if record {
-		if err := a.record(s, req); err != nil {
-			return acp.PromptResponse{}, err
-		}
-	}
 	if t.aborted() || t.cancelled() {
 		return acp.PromptResponse{StopReason: acp.StopReasonCancelled}, nil
 	}
-	started, err := a.sup.Start(a.ctx, req)
+	started, err := a.svc.Run(a.ctx, req)
 	if err != nil {
 		return acp.PromptResponse{}, startError(err)
+	}
+	if record {
+		a.recorded(s)
 	}
 	return a.follow(s, t, started.RunID)
 }
@@ -119,11 +118,13 @@ func (a *agent) Cancel(_ context.Context, p acp.CancelNotification) error {
 	return nil
 }
 
-// requestLocked is the run the session's next prompt starts.
-func (a *agent) requestLocked(s *session, prompt string) runs.StartRequest {
+// requestLocked is the run the session's next prompt starts: its first
+// records the session, under the ACP session's id (so that a refused
+// prompt leaves no empty session behind).
+func (a *agent) requestLocked(s *session, prompt string) api.RunParams {
 	o := drover.Options{Cwd: s.cwd, Model: s.model, Tier: s.tier, SessionID: s.id}
 	if ad, ok := a.reg.Get(s.agent); ok {
-		caps := ad.Capabilities()
+		caps := ad.Capabilities
 		// The editor shows text as it comes.
 		o.PartialText = caps.PartialText
 		if caps.Permissions {
@@ -145,42 +146,46 @@ func (a *agent) requestLocked(s *session, prompt string) runs.StartRequest {
 	if a.cfg.Defaults != nil {
 		a.cfg.Defaults(&o)
 	}
-	return runs.StartRequest{Agent: s.agent, Prompt: prompt, Options: o}
+	return api.RunParams{Agent: s.agent, Prompt: prompt, Options: &o, NewSession: !s.recorded}
 }
 
-// record puts the session in the ledger before its first run, under the
-// ACP session's id, once the run is known to be acceptable (so that a
-// refused prompt leaves no empty session behind). From then on the
-// session's agent is fixed: the editor is sent the options as they now are.
-func (a *agent) record(s *session, req runs.StartRequest) error {
-	now := time.Now()
-	sess := &store.Session{ID: s.id, Agent: req.Agent, Heads: []string{}, CreatedAt: now, UpdatedAt: now}
-	if _, err := a.sup.Check(req, nil, sess); err != nil {
-		return startError(err)
-	}
-	if err := a.sup.Store().PutSession(a.ctx, sess); err != nil {
-		return internal(fmt.Errorf("record session: %w", err))
-	}
+// recorded notes that the ledger has the session since its first run
+// started: from then on the session's agent is fixed, and the editor is
+// sent the options as they now are.
+func (a *agent) recorded(s *session) {
 	a.mu.Lock()
 	s.recorded = true
 	opts := a.optionsLocked(s)
 	a.mu.Unlock()
 	a.update(s.id, acp.SessionUpdate{ConfigOptionUpdate: &acp.SessionConfigOptionUpdate{ConfigOptions: opts}})
-	return nil
 }
 
 // startError is a refused run as ACP has it: what the editor asked that
 // drover cannot do is INVALID_PARAMS, anything else INTERNAL_ERROR.
 func startError(err error) error {
-	switch {
-	case errors.Is(err, drover.ErrUnknownAgent), errors.Is(err, store.ErrNotFound):
-		return invalidParams("%v", err)
+	switch e := api.ErrorOf(err); e.Code {
+	case api.CodeValidation, api.CodeNotFound, api.CodeBoundaryViolation, api.CodeInvalidRequest:
+		return invalidParams("%s", e.Message)
+	default:
+		return internal(errors.New(e.Message))
 	}
-	switch drover.CodeOf(err, "") {
-	case drover.CodeValidation, drover.CodeUnsupportedOption, drover.CodeUnknownAgent:
-		return invalidParams("%v", err)
+}
+
+// events flattens batches.
+func events(batches iter.Seq2[[]store.Event, error]) iter.Seq2[store.Event, error] {
+	return func(yield func(store.Event, error) bool) {
+		for evs, err := range batches {
+			if err != nil {
+				yield(store.Event{}, err)
+				return
+			}
+			for _, ev := range evs {
+				if !yield(ev, nil) {
+					return
+				}
+			}
+		}
 	}
-	return internal(err)
 }
 
 // follow streams run runID to the editor until it has ended, asks the
@@ -199,7 +204,7 @@ func (a *agent) follow(s *session, t *turn, runID string) (acp.PromptResponse, e
 	var done *drover.DonePayload
 	var lastErr string
 	var followErr error
-	for sev, err := range a.sup.Follow(a.ctx, runID, 0) {
+	for sev, err := range events(a.svc.Follow(a.ctx, api.FollowParams{Runs: []string{runID}})) {
 		if err != nil {
 			followErr = err
 			break
@@ -241,7 +246,7 @@ func (a *agent) follow(s *session, t *turn, runID string) (acp.PromptResponse, e
 	if followErr != nil {
 		// The ledger cannot be read: the turn cannot be shown, so the run
 		// is not left going unseen.
-		_ = a.sup.Cancel(a.ctx, runID)
+		a.cancelRun(runID)
 	}
 	close(ended)
 	stopAsking()
@@ -266,8 +271,8 @@ func (a *agent) follow(s *session, t *turn, runID string) (acp.PromptResponse, e
 		}
 	}
 	if lastErr == "" {
-		if rs, err := a.sup.Await(a.ctx, runID); err == nil && rs[0].Error != "" {
-			lastErr = rs[0].Error
+		if rs, err := a.svc.Await(a.ctx, api.AwaitParams{RunID: runID}); err == nil && rs.Runs[0].Error != "" {
+			lastErr = rs.Runs[0].Error
 		} else {
 			lastErr = "the run failed"
 		}
@@ -289,11 +294,11 @@ var stopReasons = map[drover.DoneStatus]acp.StopReason{
 // an answer. A rule answers as the request is made, before the editor
 // could be asked.
 func (a *agent) open(runID, id string) bool {
-	pending, err := a.sup.Pending(a.ctx, runID)
+	g, err := a.svc.Get(a.ctx, api.GetParams{RunID: runID})
 	if err != nil {
 		return true // asked anyway: an answer to a decided request is refused
 	}
-	return slices.ContainsFunc(pending, func(p drover.PermissionRequestPayload) bool { return p.RequestID == id })
+	return slices.ContainsFunc(g.Pending, func(p drover.PermissionRequestPayload) bool { return p.RequestID == id })
 }
 
 // watch ends run runID early when the turn is asked to: at session/cancel
@@ -310,7 +315,7 @@ func (a *agent) watch(t *turn, runID string, ended <-chan struct{}) {
 		return
 	case <-t.cancel:
 	}
-	if err := a.sup.Interrupt(a.ctx, runID, by); err != nil {
+	if _, err := a.svc.Interrupt(a.ctx, api.InterruptParams{RunID: runID}); err != nil {
 		// Not live yet (pending, starting), or an agent that cannot be
 		// interrupted.
 		a.log.Debug("acp: interrupt refused; cancelling", "run", runID, "err", err)
@@ -330,7 +335,7 @@ func (a *agent) watch(t *turn, runID string, ended <-chan struct{}) {
 }
 
 func (a *agent) cancelRun(runID string) {
-	if err := a.sup.Cancel(a.ctx, runID); err != nil {
+	if _, err := a.svc.Cancel(a.ctx, api.RunIDParams{RunID: runID}); err != nil {
 		a.log.Warn("acp: cancel run", "run", runID, "err", err)
 	}
 }
@@ -386,7 +391,7 @@ func (a *agent) ask(ctx context.Context, s *session, t *turn, runID string, p dr
 	default: // the editor cancelled the question (its turn was cancelled)
 		d.Message = "denied: the question was cancelled in the editor"
 	}
-	if err := a.sup.Respond(a.ctx, runID, p.RequestID, d, by); err != nil {
+	if _, err := a.svc.Respond(a.ctx, api.RespondParams{RunID: runID, RequestID: p.RequestID, PermissionDecision: d}); err != nil {
 		a.log.Info("acp: answer not taken", "run", runID, "request", p.RequestID, "err", err)
 	}
 }

@@ -6,6 +6,7 @@ import (
 
 	acp "github.com/coder/acp-go-sdk"
 	"github.com/drover-run/drover"
+	"github.com/drover-run/drover/api"
 	"github.com/drover-run/drover/store"
 )
 
@@ -14,29 +15,28 @@ import (
 // live turn would have shown them (answered questions included, as their
 // calls' statuses).
 func (a *agent) replay(sessionID string, rs []store.Run) error {
-	st := a.sup.Store()
 	for _, r := range rs {
 		if r.Prompt != "" {
 			a.update(sessionID, acp.UpdateUserMessageText(r.Prompt))
 		}
 		tr := newTranslator()
 		for after := int64(0); ; {
-			evs, err := st.Events(a.ctx, r.ID, after, 1000)
+			page, err := a.svc.Events(a.ctx, api.EventsParams{RunID: r.ID, AfterSeq: after, Limit: 1000})
 			if err != nil {
 				return fmt.Errorf("run %s: %w", r.ID, err)
 			}
-			for _, sev := range evs {
-				after = sev.Seq
+			for _, raw := range page.Events {
 				var ev drover.Event
-				if err := json.Unmarshal(sev.JSON, &ev); err != nil {
-					a.log.Warn("acp: undecodable event", "run", r.ID, "seq", sev.Seq, "err", err)
+				if err := json.Unmarshal(raw, &ev); err != nil {
+					a.log.Warn("acp: undecodable event", "run", r.ID, "after", after, "err", err)
 					continue
 				}
+				after = ev.Seq
 				for _, u := range tr.updates(ev) {
 					a.update(sessionID, u)
 				}
 			}
-			if len(evs) < 1000 {
+			if !page.More || len(page.Events) == 0 {
 				break
 			}
 		}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -13,7 +14,7 @@ import (
 
 	acp "github.com/coder/acp-go-sdk"
 	"github.com/drover-run/drover"
-	"github.com/drover-run/drover/runs"
+	"github.com/drover-run/drover/api"
 )
 
 // Config configures the ACP agent. Agent, Models and Tier are the defaults
@@ -63,8 +64,8 @@ type peer interface {
 // agent is one connection's ACP agent: its sessions, and the prompt turns
 // running in them. It implements acp.Agent and acp.AgentLoader.
 type agent struct {
-	sup  *runs.Supervisor
-	reg  *drover.Registry // sup's
+	svc  api.Service
+	reg  agents // svc's, as it listed them at the start
 	cfg  Config
 	log  *slog.Logger
 	peer peer
@@ -90,15 +91,15 @@ var (
 )
 
 // Serve speaks ACP as the agent, reading the editor's messages from in and
-// writing to out, and runs every prompt through sup. It returns nil when in
+// writing to out, and runs every prompt through svc. It returns nil when in
 // ends (the editor went away): then it cancels the runs this connection
 // started and waits until they are recorded, like 'drover serve --stdio'.
 // When ctx ends first it does the same and returns ctx's error; the SDK's
 // reader goes on until in ends, so the caller closes in (or exits).
 // Nothing is written to out once Serve has returned: a response the SDK
 // had not begun to write by then (a cancelled prompt's, say) is dropped.
-func Serve(ctx context.Context, sup *runs.Supervisor, cfg Config, in io.Reader, out io.Writer) error {
-	a, err := newAgent(ctx, sup, cfg)
+func Serve(ctx context.Context, svc api.Service, cfg Config, in io.Reader, out io.Writer) error {
+	a, err := newAgent(ctx, svc, cfg)
 	if err != nil {
 		return err
 	}
@@ -120,10 +121,18 @@ func Serve(ctx context.Context, sup *runs.Supervisor, cfg Config, in io.Reader, 
 	return ctx.Err()
 }
 
-func newAgent(ctx context.Context, sup *runs.Supervisor, cfg Config) (*agent, error) {
-	reg := sup.Registry()
-	if len(reg.List()) == 0 {
-		return nil, errors.New("acpagent: the supervisor runs no agents")
+func newAgent(ctx context.Context, svc api.Service, cfg Config) (*agent, error) {
+	ctx = api.WithClient(ctx, by)
+	list, err := svc.Agents(ctx, api.AgentsParams{})
+	if err != nil {
+		return nil, fmt.Errorf("acpagent: list the agents: %w", err)
+	}
+	reg := agents{}
+	for _, ai := range list.Agents {
+		reg[ai.ID] = ai
+	}
+	if len(reg) == 0 {
+		return nil, errors.New("acpagent: the service runs no agents")
 	}
 	if cfg.Agent == "" {
 		cfg.Agent = "claude-code"
@@ -135,7 +144,7 @@ func newAgent(ctx context.Context, sup *runs.Supervisor, cfg Config) (*agent, er
 	if !ok {
 		return nil, fmt.Errorf("%w %q (want one of %s)", drover.ErrUnknownAgent, cfg.Agent, strings.Join(reg.List(), ", "))
 	}
-	cfg.Agent = ad.ID()
+	cfg.Agent = ad.ID
 	if cfg.Tier == "" {
 		cfg.Tier = drover.DefaultTier
 	}
@@ -155,7 +164,7 @@ func newAgent(ctx context.Context, sup *runs.Supervisor, cfg Config) (*agent, er
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &agent{sup: sup, reg: reg, cfg: cfg, log: log, ctx: context.WithoutCancel(ctx), sessions: map[string]*session{}, turns: map[*turn]bool{}}, nil
+	return &agent{svc: svc, reg: reg, cfg: cfg, log: log, ctx: context.WithoutCancel(ctx), sessions: map[string]*session{}, turns: map[*turn]bool{}}, nil
 }
 
 // enter registers a handler that does work shutdown must wait for; it
@@ -191,7 +200,7 @@ func (a *agent) Initialize(_ context.Context, p acp.InitializeRequest) (acp.Init
 	var mcp acp.McpCapabilities
 	for _, id := range a.reg.List() {
 		if ad, ok := a.reg.Get(id); ok {
-			ts := ad.Capabilities().MCPTransports
+			ts := ad.Capabilities.MCPTransports
 			mcp.Http = mcp.Http || slices.Contains(ts, "http")
 			mcp.Sse = mcp.Sse || slices.Contains(ts, "sse")
 		}
@@ -283,3 +292,15 @@ func notFound(format string, args ...any) error {
 func internal(err error) error {
 	return &acp.RequestError{Code: -32603, Message: err.Error()}
 }
+
+// agents are the agents a service runs, by id.
+type agents map[string]api.AgentInfo
+
+// Get returns the agent id.
+func (r agents) Get(id string) (api.AgentInfo, bool) {
+	a, ok := r[id]
+	return a, ok
+}
+
+// List returns the agents' ids, sorted.
+func (r agents) List() []string { return slices.Sorted(maps.Keys(r)) }

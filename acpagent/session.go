@@ -3,7 +3,6 @@ package acpagent
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"path/filepath"
 	"slices"
@@ -12,6 +11,7 @@ import (
 
 	acp "github.com/coder/acp-go-sdk"
 	"github.com/drover-run/drover"
+	"github.com/drover-run/drover/api"
 	"github.com/drover-run/drover/store"
 )
 
@@ -113,17 +113,13 @@ func (a *agent) reopen(id, cwd string, servers []acp.McpServer) (*session, []sto
 	if !filepath.IsAbs(cwd) {
 		return nil, nil, invalidParams("cwd %q is not an absolute path", cwd)
 	}
-	st := a.sup.Store()
-	sess, err := st.GetSession(a.ctx, id)
-	if errors.Is(err, store.ErrNotFound) {
+	g, err := a.svc.Get(a.ctx, api.GetParams{SessionID: id})
+	if err != nil && api.ErrorOf(err).Code == api.CodeNotFound {
 		return nil, nil, notFound("unknown session %q (see 'drover sessions')", id)
 	} else if err != nil {
 		return nil, nil, internal(err)
 	}
-	rs, err := st.ListRuns(a.ctx, store.RunFilter{SessionID: id})
-	if err != nil {
-		return nil, nil, internal(err)
-	}
+	sess, rs := g.Session, g.Runs
 	slices.Reverse(rs) // oldest first
 	s := &session{id: id, cwd: cwd, mcp: mcp, agent: sess.Agent, tier: a.cfg.Tier, recorded: true}
 	if s.agent == "" {
@@ -172,17 +168,18 @@ const listLimit = 100
 // (at most 100), with the working directory and prompt of each one's
 // latest run; with a cwd, only the sessions whose latest run ran there.
 func (a *agent) ListSessions(ctx context.Context, p acp.ListSessionsRequest) (acp.ListSessionsResponse, error) {
-	st := a.sup.Store()
-	ss, err := st.ListSessions(ctx, listLimit)
+	ctx = api.WithClient(ctx, by)
+	ss, err := a.svc.Sessions(ctx, api.SessionsParams{Limit: listLimit})
 	if err != nil {
 		return acp.ListSessionsResponse{}, internal(err)
 	}
 	out := acp.ListSessionsResponse{Sessions: []acp.SessionInfo{}}
-	for _, s := range ss {
-		rs, err := st.ListRuns(ctx, store.RunFilter{SessionID: s.ID, Limit: 1})
+	for _, s := range ss.Sessions {
+		res, err := a.svc.List(ctx, api.ListParams{Session: s.ID, Limit: 1})
 		if err != nil {
 			return acp.ListSessionsResponse{}, internal(err)
 		}
+		rs := res.Runs
 		info := acp.SessionInfo{SessionId: acp.SessionId(s.ID), UpdatedAt: acp.Ptr(s.UpdatedAt.UTC().Format(time.RFC3339))}
 		if len(rs) > 0 {
 			var o drover.Options
@@ -264,10 +261,10 @@ func (a *agent) setLocked(s *session, option, value string) error {
 		switch {
 		case !ok:
 			return invalidParams("unknown agent %q (want one of %s)", value, strings.Join(a.reg.List(), ", "))
-		case s.recorded && ad.ID() != s.agent:
-			return invalidParams("session %s is a conversation with %s: open a new session for %s", s.id, s.agent, ad.ID())
+		case s.recorded && ad.ID != s.agent:
+			return invalidParams("session %s is a conversation with %s: open a new session for %s", s.id, s.agent, ad.ID)
 		}
-		s.agent = ad.ID()
+		s.agent = ad.ID
 	case optModel:
 		if value == defaultModel {
 			value = ""
@@ -341,8 +338,8 @@ var tierDescriptions = map[drover.Tier]string{
 // modesLocked returns s's tiers as ACP modes: those its agent enforces.
 func (a *agent) modesLocked(s *session) *acp.SessionModeState {
 	tiers := drover.Tiers()
-	if ad, ok := a.reg.Get(s.agent); ok && len(ad.Capabilities().Tiers) > 0 {
-		tiers = ad.Capabilities().Tiers
+	if ad, ok := a.reg.Get(s.agent); ok && len(ad.Capabilities.Tiers) > 0 {
+		tiers = ad.Capabilities.Tiers
 	}
 	m := &acp.SessionModeState{CurrentModeId: acp.SessionModeId(s.tier)}
 	for _, t := range tiers {

@@ -12,6 +12,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/drover-run/drover"
+	"github.com/drover-run/drover/api"
 	"github.com/drover-run/drover/runs"
 	"github.com/drover-run/drover/store"
 )
@@ -89,6 +90,24 @@ type Agent struct {
 	Tiers     []drover.Tier `json:"tiers" jsonschema:"the tiers it can enforce"`
 }
 
+// tools give the service's ops that an agent uses most a name and shape
+// made for models; every other agent-callable op (api.Op.Agent) is a tool
+// named as in this table, or by its op name, taking the op's params and
+// returning its result. The one table of how MCP maps the service.
+var tools = map[string]string{
+	"run": "start_run", "await": "await_run", "get": "get_run", "cancel": "cancel_run", "agents": "list_agents",
+	"check": "check_run", "list": "list_runs", "events": "run_events", "steer": "steer_run", "interrupt": "interrupt_run",
+	"info": "drover_info",
+}
+
+// toolName is the tool of op.
+func toolName(op string) string {
+	if n, ok := tools[op]; ok {
+		return n
+	}
+	return op
+}
+
 func (s *Server) addTools() {
 	idem, open := true, true
 	runSchema := schemaFor[RunInput]()
@@ -105,64 +124,128 @@ func (s *Server) addTools() {
 			}
 			return s.await(ctx, started.RunID, 0, true)
 		})
-	add(s, &mcp.Tool{Name: "start_run", InputSchema: runSchema,
-		Description: "Start an AI coding agent on a task and return the run's id at once, without waiting; the run goes on in the background. " +
-			"Follow it with await_run or get_run, stop it with cancel_run. Runs still going when this MCP session ends are cancelled.",
-		Annotations: &mcp.ToolAnnotations{Title: "Start a run", DestructiveHint: &open, OpenWorldHint: &open}},
-		func(ctx context.Context, in RunInput) (*mcp.CallToolResult, runs.Started, error) {
-			started, err := s.start(ctx, in)
-			return nil, started, err
-		})
-	add(s, &mcp.Tool{Name: "await_run", InputSchema: schemaFor[AwaitInput](),
-		Description: "Wait until a run has ended and return its final text, status, usage and cost; with timeoutSeconds, return the run as it is when that time is up.",
-		Annotations: &mcp.ToolAnnotations{Title: "Await a run", ReadOnlyHint: true, IdempotentHint: idem}},
-		func(ctx context.Context, in AwaitInput) (*mcp.CallToolResult, Run, error) {
-			if in.TimeoutSeconds < 0 {
-				return nil, Run{}, errors.New("timeoutSeconds must not be negative")
+	curated := map[string]func(){
+		"run": func() {
+			add(s, &mcp.Tool{Name: toolName("run"), InputSchema: runSchema,
+				Description: "Start an AI coding agent on a task and return the run's id at once, without waiting; the run goes on in the background. " +
+					"Follow it with await_run or get_run, stop it with cancel_run. Runs still going when this MCP session ends are cancelled.",
+				Annotations: &mcp.ToolAnnotations{Title: "Start a run", DestructiveHint: &open, OpenWorldHint: &open}},
+				func(ctx context.Context, in RunInput) (*mcp.CallToolResult, runs.Started, error) {
+					started, err := s.start(ctx, in)
+					if err != nil {
+						return nil, runs.Started{}, err
+					}
+					return nil, *started, nil
+				})
+		},
+		"await": func() {
+			add(s, &mcp.Tool{Name: toolName("await"), InputSchema: schemaFor[AwaitInput](),
+				Description: "Wait until a run has ended and return its final text, status, usage and cost; with timeoutSeconds, return the run as it is when that time is up.",
+				Annotations: &mcp.ToolAnnotations{Title: "Await a run", ReadOnlyHint: true, IdempotentHint: idem}},
+				func(ctx context.Context, in AwaitInput) (*mcp.CallToolResult, Run, error) {
+					if in.TimeoutSeconds < 0 {
+						return nil, Run{}, errors.New("timeoutSeconds must not be negative")
+					}
+					if _, err := s.record(ctx, in.RunID); err != nil {
+						return nil, Run{}, err
+					}
+					return s.await(ctx, in.RunID, time.Duration(in.TimeoutSeconds)*time.Second, false)
+				})
+		},
+		"get": func() {
+			add(s, &mcp.Tool{Name: toolName("get"), InputSchema: schemaFor[RunIDInput](),
+				Description: "Show a run as drover records it now: status, prompt, final text once ended, its own usage and cost, its children, " +
+					"the usage and cost of its whole tree, and permission requests waiting for an answer.",
+				Annotations: &mcp.ToolAnnotations{Title: "Show a run", ReadOnlyHint: true, IdempotentHint: idem}},
+				func(ctx context.Context, in RunIDInput) (*mcp.CallToolResult, RunDetail, error) {
+					if in.RunID == "" {
+						return nil, RunDetail{}, errors.New("runId is required")
+					}
+					g, err := s.svc.Get(ctx, api.GetParams{RunID: in.RunID})
+					if err != nil {
+						return nil, RunDetail{}, refusal(err)
+					}
+					return nil, s.detail(ctx, g), nil
+				})
+		},
+		"cancel": func() {
+			add(s, &mcp.Tool{Name: toolName("cancel"), InputSchema: schemaFor[RunIDInput](),
+				Description: "Cancel a run and its children: the agent is stopped and the run fails as cancelled. Returns the run as it ended. " +
+					"Cancelling a run that has already ended changes nothing.",
+				Annotations: &mcp.ToolAnnotations{Title: "Cancel a run", DestructiveHint: &open, IdempotentHint: idem}},
+				func(ctx context.Context, in RunIDInput) (*mcp.CallToolResult, Run, error) {
+					if in.RunID == "" {
+						return nil, Run{}, errors.New("runId is required")
+					}
+					if _, err := s.svc.Cancel(ctx, api.RunIDParams{RunID: in.RunID}); err != nil {
+						return nil, Run{}, refusal(err)
+					}
+					// The owner stops the agent within a moment (within its poll
+					// for a run of another drover process); a run that takes
+					// longer is reported as it is.
+					return s.await(ctx, in.RunID, cancelWait, false)
+				})
+		},
+		"agents": func() {
+			add(s, &mcp.Tool{Name: toolName("agents"), InputSchema: schemaFor[struct{}](),
+				Description: "List the agents drover can run, whether each is installed, its version, and the permission tiers it enforces.",
+				Annotations: &mcp.ToolAnnotations{Title: "List agents", ReadOnlyHint: true, IdempotentHint: idem}},
+				func(ctx context.Context, _ struct{}) (*mcp.CallToolResult, Agents, error) {
+					as, err := s.svc.Agents(ctx, api.AgentsParams{})
+					if err != nil {
+						return nil, Agents{}, refusal(err)
+					}
+					out := Agents{Agents: []Agent{}}
+					for _, a := range as.Agents {
+						out.Agents = append(out.Agents, Agent{ID: a.ID, Installed: a.Installed, Version: a.Version, Tested: a.Tested, Error: a.Error, Tiers: a.Tiers})
+					}
+					return nil, out, nil
+				})
+		},
+	}
+	for _, op := range s.cfg.Ops {
+		switch {
+		case !op.Agent:
+		case curated[op.Name] != nil:
+			curated[op.Name]()
+		default:
+			s.addOp(op)
+		}
+	}
+}
+
+// addOp offers op as a tool of its params and result.
+func (s *Server) addOp(op api.Op) {
+	in, err := jsonschema.ForType(op.ParamsType(), nil)
+	if err != nil {
+		panic(err) // a programming error in the api types, caught by every test
+	}
+	tool := &mcp.Tool{Name: toolName(op.Name), Description: op.Summary, InputSchema: in}
+	s.mcp.AddTool(tool, func(ctx context.Context, req *mcp.CallToolRequest) (res *mcp.CallToolResult, err error) {
+		defer func() {
+			if p := recover(); p != nil {
+				s.log().Error("mcp: tool panicked", "tool", tool.Name, "panic", p, "stack", string(debug.Stack()))
+				res, err = nil, fmt.Errorf("drover: internal error in %s: %v", tool.Name, p)
 			}
-			if _, err := s.visible(ctx, in.RunID); err != nil {
-				return nil, Run{}, err
-			}
-			return s.await(ctx, in.RunID, time.Duration(in.TimeoutSeconds)*time.Second, false)
-		})
-	add(s, &mcp.Tool{Name: "get_run", InputSchema: schemaFor[RunIDInput](),
-		Description: "Show a run as drover records it now: status, prompt, final text once ended, its own usage and cost, its children, " +
-			"the usage and cost of its whole tree, and permission requests waiting for an answer.",
-		Annotations: &mcp.ToolAnnotations{Title: "Show a run", ReadOnlyHint: true, IdempotentHint: idem}},
-		func(ctx context.Context, in RunIDInput) (*mcp.CallToolResult, RunDetail, error) {
-			r, err := s.visible(ctx, in.RunID)
-			if err != nil {
-				return nil, RunDetail{}, err
-			}
-			d, err := s.detail(ctx, r)
-			return nil, d, err
-		})
-	add(s, &mcp.Tool{Name: "cancel_run", InputSchema: schemaFor[RunIDInput](),
-		Description: "Cancel a run and its children: the agent is stopped and the run fails as cancelled. Returns the run as it ended. " +
-			"Cancelling a run that has already ended changes nothing.",
-		Annotations: &mcp.ToolAnnotations{Title: "Cancel a run", DestructiveHint: &open, IdempotentHint: idem}},
-		func(ctx context.Context, in RunIDInput) (*mcp.CallToolResult, Run, error) {
-			if _, err := s.visible(ctx, in.RunID); err != nil {
-				return nil, Run{}, err
-			}
-			if err := s.b.Cancel(ctx, in.RunID); err != nil {
-				return nil, Run{}, err
-			}
-			// The owner stops the agent within a moment (within its poll
-			// for a run of another drover process); a run that takes
-			// longer is reported as it is.
-			return s.await(ctx, in.RunID, cancelWait, false)
-		})
-	add(s, &mcp.Tool{Name: "list_agents", InputSchema: schemaFor[struct{}](),
-		Description: "List the agents drover can run, whether each is installed, its version, and the permission tiers it enforces.",
-		Annotations: &mcp.ToolAnnotations{Title: "List agents", ReadOnlyHint: true, IdempotentHint: idem}},
-		func(ctx context.Context, _ struct{}) (*mcp.CallToolResult, Agents, error) {
-			agents, err := s.b.Agents(ctx)
-			if err != nil {
-				return nil, Agents{}, err
-			}
-			return nil, Agents{Agents: agents}, nil
-		})
+		}()
+		out, err := op.CallJSON(api.WithClient(ctx, "mcp"), s.svc, req.Params.Arguments)
+		if err != nil {
+			return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: api.ErrorOf(err).Message}}}, nil
+		}
+		body, err := json.Marshal(out)
+		if err != nil {
+			return nil, err
+		}
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(body)}}, StructuredContent: json.RawMessage(body)}, nil
+	})
+}
+
+// refusal is the service's error as a tool says it: its message.
+func refusal(err error) error {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	return errors.New(api.ErrorOf(err).Message)
 }
 
 // cancelWait is how long cancel_run waits for the run to end.
@@ -194,6 +277,18 @@ func schemaFor[In any]() *jsonschema.Schema {
 	return sc
 }
 
+// record is run id's record, when it is within the server's reach.
+func (s *Server) record(ctx context.Context, id string) (*store.Run, error) {
+	if id == "" {
+		return nil, errors.New("runId is required")
+	}
+	g, err := s.svc.Get(ctx, api.GetParams{RunID: id, RecordOnly: true})
+	if err != nil {
+		return nil, refusal(err)
+	}
+	return g.Run, nil
+}
+
 // await waits for run id to end, or for wait (0: no limit), and reports
 // it. A failed run is a tool error whose structured content is still the
 // run. When the client gives up (ctx ends) on a run that waiting was part
@@ -205,19 +300,19 @@ func (s *Server) await(ctx context.Context, id string, wait time.Duration, own b
 		wctx, cancel = context.WithTimeout(ctx, wait)
 		defer cancel()
 	}
-	err := s.b.Await(wctx, id)
+	_, err := s.svc.Await(wctx, api.AwaitParams{RunID: id})
 	switch {
 	case err == nil:
 	case ctx.Err() != nil:
 		if own {
-			_ = s.b.Cancel(context.WithoutCancel(ctx), id)
+			_, _ = s.svc.Cancel(context.WithoutCancel(ctx), api.RunIDParams{RunID: id})
 		}
 		return nil, Run{}, fmt.Errorf("stopped waiting for run %s: %w", id, context.Cause(ctx))
 	case wctx.Err() == nil:
-		return nil, Run{}, err
+		return nil, Run{}, refusal(err)
 	}
 	// The run ended, or wait is up: report it as the ledger has it now.
-	r, err := s.b.Run(context.WithoutCancel(ctx), id)
+	r, err := s.record(context.WithoutCancel(ctx), id)
 	if err != nil {
 		return nil, Run{}, err
 	}
@@ -246,39 +341,44 @@ func (s *Server) summary(ctx context.Context, r *store.Run) Run {
 // resultText is the final text of ended run r: its done event's result,
 // else its last assistant message, else "".
 func (s *Server) resultText(ctx context.Context, r *store.Run) string {
-	if evs, err := s.b.Events(ctx, r.ID, max(r.LastSeq-1, 0), 0); err == nil && len(evs) > 0 {
+	if evs, err := s.svc.Events(ctx, api.EventsParams{RunID: r.ID, AfterSeq: max(r.LastSeq-1, 0)}); err == nil && len(evs.Events) > 0 {
 		var ev drover.Event
-		if json.Unmarshal(evs[len(evs)-1], &ev) == nil {
+		if json.Unmarshal(evs.Events[len(evs.Events)-1], &ev) == nil {
 			if d, ok := ev.Payload.(drover.DonePayload); ok && d.Result != "" {
 				return d.Result
 			}
 		}
 	}
-	msgs, err := s.b.Messages(ctx, r.ID)
+	g, err := s.svc.Get(ctx, api.GetParams{RunID: r.ID})
 	if err != nil {
 		return ""
 	}
-	for i := len(msgs) - 1; i >= 0; i-- {
-		if msgs[i].Role == "assistant" {
-			return msgs[i].Content
+	for i := len(g.Messages) - 1; i >= 0; i-- {
+		if g.Messages[i].Role == "assistant" {
+			return g.Messages[i].Content
 		}
 	}
 	return ""
 }
 
-// detail is what get_run reports of r.
-func (s *Server) detail(ctx context.Context, r *store.Run) (RunDetail, error) {
+// detail is what get_run reports of g.
+func (s *Server) detail(ctx context.Context, g *api.GetResult) RunDetail {
+	r := g.Run
 	d := RunDetail{Run: s.summary(ctx, r), Prompt: r.Prompt, Children: []Child{}}
-	tree, err := s.b.Tree(ctx, r.ID)
-	if err != nil {
-		return d, err
-	}
-	for _, c := range tree.Children {
+	for _, c := range g.Children {
 		d.Children = append(d.Children, Child{RunID: c.ID, Agent: c.Agent, Status: string(c.Status)})
 	}
-	d.Total = tree.Total
-	for _, p := range tree.Pending {
+	if g.Total != nil {
+		d.Total = *g.Total
+	} else {
+		// The service sums a tree only when the run has children.
+		d.Total = runs.TreeUsage{Usage: r.Usage, Runs: 1}
+		if r.Usage.TotalCostUSD == nil {
+			d.Total.WithoutCost = 1
+		}
+	}
+	for _, p := range g.Pending {
 		d.Pending = append(d.Pending, PendingAnswer{RequestID: p.RequestID, ToolName: p.ToolName})
 	}
-	return d, nil
+	return d
 }

@@ -8,10 +8,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"iter"
 	"strconv"
 	"sync"
 
 	"github.com/drover-run/drover"
+	"github.com/drover-run/drover/api"
+	"github.com/drover-run/drover/runs"
 	"github.com/drover-run/drover/store"
 )
 
@@ -41,7 +44,7 @@ type Client struct {
 // reply is a response as the client reads it.
 type reply struct {
 	Result json.RawMessage
-	Error  *Error
+	Error  *api.Error
 }
 
 type call struct {
@@ -110,7 +113,7 @@ func (c *Client) dispatch(line []byte) {
 	var msg struct {
 		ID           json.RawMessage `json:"id"`
 		Result       json.RawMessage `json:"result"`
-		Error        *Error          `json:"error"`
+		Error        *api.Error      `json:"error"`
 		Subscription string          `json:"subscription"`
 		Cursor       int64           `json:"cursor"`
 		Event        json.RawMessage `json:"event"`
@@ -148,7 +151,7 @@ func (c *Client) dispatch(line []byte) {
 }
 
 // do sends one request and waits for its response, decoding the result
-// into out (unless nil). The server's refusal is an *Error.
+// into out (unless nil). The server's refusal is an *api.Error.
 func (c *Client) do(ctx context.Context, op string, params, out any) error {
 	_, err := c.doCall(ctx, op, params, out, false)
 	return err
@@ -218,83 +221,164 @@ func (c *Client) forget(id int64) {
 	c.mu.Unlock()
 }
 
-// Run starts a run and returns its id and session at once (RUN-1).
-func (c *Client) Run(ctx context.Context, p RunParams) (*RunResult, error) {
-	var r RunResult
-	if err := c.do(ctx, OpRun, p, &r); err != nil {
-		return nil, err
+var _ api.Service = (*Client)(nil)
+
+// request sends op with p and returns its result.
+func request[R any](ctx context.Context, c *Client, op string, p any) (R, error) {
+	var r R
+	err := c.do(ctx, op, p, &r)
+	return r, err
+}
+
+// Run implements api.Service.
+func (c *Client) Run(ctx context.Context, p api.RunParams) (*runs.Started, error) {
+	return request[*runs.Started](ctx, c, "run", p)
+}
+
+// Check implements api.Service.
+func (c *Client) Check(ctx context.Context, p api.RunParams) (*api.CheckResult, error) {
+	return request[*api.CheckResult](ctx, c, "check", p)
+}
+
+// Get implements api.Service.
+func (c *Client) Get(ctx context.Context, p api.GetParams) (*api.GetResult, error) {
+	return request[*api.GetResult](ctx, c, "get", p)
+}
+
+// List implements api.Service.
+func (c *Client) List(ctx context.Context, p api.ListParams) (*api.RunsResult, error) {
+	return request[*api.RunsResult](ctx, c, "list", p)
+}
+
+// Sessions implements api.Service.
+func (c *Client) Sessions(ctx context.Context, p api.SessionsParams) (*api.SessionsResult, error) {
+	return request[*api.SessionsResult](ctx, c, "sessions", p)
+}
+
+// Events implements api.Service.
+func (c *Client) Events(ctx context.Context, p api.EventsParams) (*api.EventsResult, error) {
+	return request[*api.EventsResult](ctx, c, "events", p)
+}
+
+// Await implements api.Service. Cancelling ctx stops waiting, not the runs.
+func (c *Client) Await(ctx context.Context, p api.AwaitParams) (*api.RunsResult, error) {
+	return request[*api.RunsResult](ctx, c, "await", p)
+}
+
+// Cancel implements api.Service.
+func (c *Client) Cancel(ctx context.Context, p api.RunIDParams) (struct{}, error) {
+	return request[struct{}](ctx, c, "cancel", p)
+}
+
+// Respond implements api.Service.
+func (c *Client) Respond(ctx context.Context, p api.RespondParams) (struct{}, error) {
+	return request[struct{}](ctx, c, "respond", p)
+}
+
+// Steer implements api.Service.
+func (c *Client) Steer(ctx context.Context, p api.SteerParams) (struct{}, error) {
+	return request[struct{}](ctx, c, "steer", p)
+}
+
+// Interrupt implements api.Service.
+func (c *Client) Interrupt(ctx context.Context, p api.InterruptParams) (struct{}, error) {
+	return request[struct{}](ctx, c, "interrupt", p)
+}
+
+// Agents implements api.Service.
+func (c *Client) Agents(ctx context.Context, p api.AgentsParams) (*api.AgentsResult, error) {
+	return request[*api.AgentsResult](ctx, c, "agents", p)
+}
+
+// Info implements api.Service.
+func (c *Client) Info(ctx context.Context, p api.InfoParams) (*api.Info, error) {
+	return request[*api.Info](ctx, c, "info", p)
+}
+
+// Follow implements api.Service with a subscription to p.Runs: the
+// subscription's lagged notices are the server's (the events after them
+// follow), and it ends once every run's done event has come.
+func (c *Client) Follow(ctx context.Context, p api.FollowParams) iter.Seq2[[]store.Event, error] {
+	return func(yield func([]store.Event, error) bool) {
+		sub, err := c.Subscribe(ctx, SubscribeParams{Runs: p.Runs, AfterSeq: p.AfterSeq})
+		if err != nil {
+			yield(nil, err)
+			return
+		}
+		defer func() { _ = sub.Unsubscribe(context.WithoutCancel(ctx)) }()
+		open := map[string]bool{}
+		for _, id := range p.Runs {
+			open[id] = true
+		}
+		for len(open) > 0 {
+			select {
+			case ev, ok := <-sub.Events():
+				if !ok {
+					yield(nil, fmt.Errorf("follow: %w", ErrClientClosed))
+					return
+				}
+				if ev.Lagged != nil {
+					continue
+				}
+				if ev.Event.Type == drover.TypeDone {
+					delete(open, ev.Event.RunID)
+				}
+				if !yield([]store.Event{stored(ev)}, nil) {
+					return
+				}
+			case <-ctx.Done():
+				return
+			}
+		}
 	}
-	return &r, nil
 }
 
-// Await blocks until every run in ids has ended and returns their records
-// in order; a failed run is a record, not an error. Cancelling ctx stops
-// waiting, not the runs.
-func (c *Client) Await(ctx context.Context, ids ...string) ([]store.Run, error) {
-	var r RunsResult
-	if err := c.do(ctx, OpAwait, AwaitParams{Runs: ids}, &r); err != nil {
-		return nil, err
+// FollowAll implements api.Service with a subscription to all runs.
+func (c *Client) FollowAll(ctx context.Context, p api.FollowAllParams) iter.Seq2[store.Event, error] {
+	return func(yield func(store.Event, error) bool) {
+		sub, err := c.Subscribe(ctx, SubscribeParams{All: true, AfterCursor: p.AfterCursor})
+		if err != nil {
+			yield(store.Event{}, err)
+			return
+		}
+		defer func() { _ = sub.Unsubscribe(context.WithoutCancel(ctx)) }()
+		for {
+			select {
+			case ev, ok := <-sub.Events():
+				if !ok {
+					yield(store.Event{}, fmt.Errorf("follow all: %w", ErrClientClosed))
+					return
+				}
+				var se store.Event
+				switch {
+				case ev.Lagged != nil:
+					continue
+				case ev.Synced != nil:
+					se = store.Event{Cursor: ev.Synced.Cursor}
+				default:
+					se = stored(ev)
+				}
+				if !yield(se, nil) {
+					return
+				}
+			case <-ctx.Done():
+				return
+			}
+		}
 	}
-	return r.Runs, nil
 }
 
-// Cancel ends a run; finished and unknown runs are not an error (RUN-3).
-func (c *Client) Cancel(ctx context.Context, id string) error {
-	return c.do(ctx, OpCancel, RunIDParams{RunID: id}, nil)
-}
-
-// Respond answers a run's permission request (CTL-1); see Server.Respond
-// for the errors (a *Error).
-func (c *Client) Respond(ctx context.Context, p RespondParams) error {
-	return c.do(ctx, OpRespond, p, nil)
-}
-
-// Steer sends a user message into a live run (CTL-3).
-func (c *Client) Steer(ctx context.Context, p SteerParams) error {
-	return c.do(ctx, OpSteer, p, nil)
-}
-
-// Interrupt ends a live run's current turn, keeping its session (CTL-3).
-func (c *Client) Interrupt(ctx context.Context, p InterruptParams) error {
-	return c.do(ctx, OpInterrupt, p, nil)
-}
-
-// Get returns a run (with children and turn record) or, with
-// p.SessionID, a session and its runs.
-func (c *Client) Get(ctx context.Context, p GetParams) (*GetResult, error) {
-	var r GetResult
-	if err := c.do(ctx, OpGet, p, &r); err != nil {
-		return nil, err
+// WatchRuns implements api.Service: the protocol has no such stream (the
+// HTTP API has: server.Client).
+func (c *Client) WatchRuns(context.Context, api.WatchParams) iter.Seq2[[]store.Run, error] {
+	return func(yield func([]store.Run, error) bool) {
+		yield(nil, errorf(api.CodeInvalidRequest, "watching runs is not an op of the JSON-lines protocol: use the HTTP API (GET /v1/runs/stream)"))
 	}
-	return &r, nil
 }
 
-// List returns runs matching p, newest first.
-func (c *Client) List(ctx context.Context, p ListParams) ([]store.Run, error) {
-	var r RunsResult
-	if err := c.do(ctx, OpList, p, &r); err != nil {
-		return nil, err
-	}
-	return r.Runs, nil
-}
-
-// Events returns a run's recorded events after p.AfterSeq.
-func (c *Client) Events(ctx context.Context, p EventsParams) (*EventsResult, error) {
-	var r EventsResult
-	if err := c.do(ctx, OpEvents, p, &r); err != nil {
-		return nil, err
-	}
-	return &r, nil
-}
-
-// Agents lists the server's agents, their availability and tiers; only a
-// nested connection (DialNested) serves it.
-func (c *Client) Agents(ctx context.Context) ([]AgentInfo, error) {
-	var r AgentsResult
-	if err := c.do(ctx, OpAgents, struct{}{}, &r); err != nil {
-		return nil, err
-	}
-	return r.Agents, nil
+// stored is a subscription's event as the ledger holds it.
+func stored(ev Event) store.Event {
+	return store.Event{RunID: ev.Event.RunID, Seq: ev.Event.Seq, Cursor: ev.Cursor, Type: ev.Event.Type, JSON: ev.Raw}
 }
 
 // Subscribe follows runs (or all runs); their events arrive on the

@@ -4,12 +4,17 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
+	"iter"
+	"maps"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
+	"github.com/drover-run/drover/api"
 	"github.com/drover-run/drover/runs"
+	"github.com/drover-run/drover/store"
 )
 
 // Conn is one JSON-lines connection over a Server, whatever carries the
@@ -24,10 +29,13 @@ import (
 // ledger by seq (PRO-2). A run is never slowed by a reader.
 type Conn struct {
 	s   *Server
-	ctx context.Context // ends in-flight requests and subscriptions
-	end context.CancelFunc
-	out chan []byte
-	sem chan struct{} // bounds requests in flight
+	svc api.Service // the server's, or confined to a run (ServeNested)
+	// confined is set on a nested connection (svc is an api.Confined).
+	confined bool
+	ctx      context.Context // ends in-flight requests and subscriptions
+	end      context.CancelFunc
+	out      chan []byte
+	sem      chan struct{} // bounds requests in flight
 
 	mu      sync.Mutex
 	closing bool
@@ -36,7 +44,6 @@ type Conn struct {
 	subs    map[string]*subscription
 	nextSub int
 	started []string // runs started through this connection
-	scope   *scope   // set on a nested connection: the run it is confined to (nested.go)
 
 	roomMu sync.Mutex
 	room   chan struct{} // closed when the queue is at most a quarter full; nil when nobody waits
@@ -45,8 +52,11 @@ type Conn struct {
 // NewConn returns a new connection. The transport must call Next until it
 // reports the end, even after its writes fail (discarding the lines), and
 // call Shutdown once no more requests will come.
-func (s *Server) NewConn() *Conn {
-	c := &Conn{s: s, out: make(chan []byte, s.cfg.QueueSize), sem: make(chan struct{}, s.cfg.MaxInFlight),
+func (s *Server) NewConn() *Conn { return s.newConn(s.svc) }
+
+// newConn returns a new connection over svc.
+func (s *Server) newConn(svc api.Service) *Conn {
+	c := &Conn{s: s, svc: svc, out: make(chan []byte, s.cfg.QueueSize), sem: make(chan struct{}, s.cfg.MaxInFlight),
 		subs: map[string]*subscription{}}
 	c.ctx, c.end = context.WithCancel(context.Background())
 	return c
@@ -107,8 +117,8 @@ func (c *Conn) begin() bool {
 func (c *Conn) respond(id json.RawMessage, result any, err error) {
 	r := response{ID: id}
 	if err != nil {
-		r.Error = toError(err)
-		if r.Error.Code == CodeInternal || r.Error.Code == CodeRunFailed {
+		r.Error = api.ErrorOf(err)
+		if r.Error.Code == api.CodeInternal || r.Error.Code == api.CodeRunFailed {
 			c.s.log.Error("request failed", "code", r.Error.Code, "err", r.Error.Message)
 		}
 	} else {
@@ -116,7 +126,7 @@ func (c *Conn) respond(id json.RawMessage, result any, err error) {
 	}
 	line, merr := json.Marshal(r)
 	if merr != nil {
-		line, _ = json.Marshal(response{ID: id, Error: &Error{Code: CodeInternal, Message: merr.Error()}})
+		line, _ = json.Marshal(response{ID: id, Error: errorf(api.CodeInternal, "%v", merr)})
 	}
 	c.out <- line
 }
@@ -135,25 +145,24 @@ func (c *Conn) Handle(line []byte) {
 	}
 	var fields map[string]json.RawMessage
 	if err := json.Unmarshal(line, &fields); err != nil || fields == nil {
-		c.handleSync(nullID, errorf(CodeInvalidRequest, "not a JSON object: %s", jsonErr(err)))
+		c.handleSync(nullID, errorf(api.CodeInvalidRequest, "not a JSON object: %s", jsonErr(err)))
 		return
 	}
 	id, ok := fields["id"]
 	if !ok || !validID(id) {
-		c.handleSync(nullID, errorf(CodeInvalidRequest, "a request needs an id: a number or a string"))
+		c.handleSync(nullID, errorf(api.CodeInvalidRequest, "a request needs an id: a number or a string"))
 		return
 	}
 	var op string
 	if err := json.Unmarshal(fields["op"], &op); err != nil || op == "" {
-		c.handleSync(id, errorf(CodeInvalidRequest, "a request needs an op: a string such as \"run\""))
+		c.handleSync(id, errorf(api.CodeInvalidRequest, "a request needs an op: a string such as \"run\""))
 		return
 	}
 	delete(fields, "id")
 	delete(fields, "op")
-	h, ok := c.lookup(op)
+	h, ok := c.s.ops[op]
 	if !ok {
-		msg := fmt.Sprintf("unknown op %q (want run, await, cancel, get, list, events, subscribe, unsubscribe, respond, steer or interrupt)", op)
-		c.handleSync(id, &Error{Code: CodeInvalidRequest, Message: msg})
+		c.handleSync(id, errorf(api.CodeInvalidRequest, "unknown op %q (want %s)", op, c.s.opNames()))
 		return
 	}
 	params, _ := json.Marshal(fields)
@@ -164,7 +173,7 @@ func (c *Conn) Handle(line []byte) {
 	case <-c.ctx.Done():
 		return
 	}
-	blocking := op == OpAwait
+	blocking := h.blocks
 	c.mu.Lock()
 	if c.closing {
 		c.mu.Unlock()
@@ -179,9 +188,9 @@ func (c *Conn) Handle(line []byte) {
 	// Requests other than await are bounded by the ledger's own latency,
 	// so they run to the end even when the connection shuts down; only
 	// awaits (and subscriptions) are ended by it.
-	ctx := c.ctx
+	ctx := api.WithClient(c.ctx, c.s.cfg.Client)
 	if !blocking {
-		ctx = context.WithoutCancel(c.ctx)
+		ctx = context.WithoutCancel(ctx)
 	}
 	go func() {
 		defer c.work.Done()
@@ -189,7 +198,7 @@ func (c *Conn) Handle(line []byte) {
 			defer c.quick.Done()
 		}
 		defer func() { <-c.sem }()
-		result, err := h(c, ctx, params)
+		result, err := h.fn(c, ctx, params)
 		c.respond(id, result, err)
 		if r, ok := result.(interface{ responded() }); ok {
 			r.responded()
@@ -198,7 +207,7 @@ func (c *Conn) Handle(line []byte) {
 }
 
 // handleSync answers a line that is not a valid request.
-func (c *Conn) handleSync(id json.RawMessage, err *Error) {
+func (c *Conn) handleSync(id json.RawMessage, err *api.Error) {
 	if !c.begin() {
 		return
 	}
@@ -231,56 +240,45 @@ func decode[T any](params []byte) (T, error) {
 	dec := json.NewDecoder(bytes.NewReader(params))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&p); err != nil {
-		return p, &Error{Code: CodeInvalidRequest, Message: err.Error()}
+		return p, errorf(api.CodeInvalidRequest, "%v", err)
 	}
 	return p, nil
 }
 
-type opFunc func(c *Conn, ctx context.Context, params []byte) (any, error)
-
-// op adapts a Server method to the connection.
-func op[P, R any](f func(*Server, context.Context, P) (R, error)) opFunc {
-	return func(c *Conn, ctx context.Context, params []byte) (any, error) {
-		p, err := decode[P](params)
-		if err != nil {
-			return nil, err
-		}
-		return f(c.s, ctx, p)
-	}
+// handler is one op as a connection carries it.
+type handler struct {
+	fn     func(c *Conn, ctx context.Context, params []byte) (any, error)
+	blocks bool // it waits (await): Shutdown ends it rather than waiting for it
 }
 
-var ops map[string]opFunc
+type opFunc = handler
 
-func init() {
-	ops = map[string]opFunc{
-		OpRun:         (*Conn).run,
-		OpAwait:       op((*Server).Await),
-		OpCancel:      op((*Server).Cancel),
-		OpGet:         op((*Server).Get),
-		OpList:        op((*Server).List),
-		OpEvents:      op((*Server).Events),
-		OpSubscribe:   (*Conn).subscribe,
-		OpUnsubscribe: (*Conn).unsubscribe,
-		OpRespond:     op((*Server).Respond),
-		OpSteer:       op((*Server).Steer),
-		OpInterrupt:   op((*Server).Interrupt),
+// opsOf are the handlers of ops, and of subscribe and unsubscribe.
+func opsOf(ops []api.Op) map[string]handler {
+	m := map[string]handler{
+		OpSubscribe:   {fn: (*Conn).subscribe},
+		OpUnsubscribe: {fn: (*Conn).unsubscribe},
 	}
+	for _, op := range ops {
+		m[op.Name] = handler{blocks: op.Blocks, fn: func(c *Conn, ctx context.Context, params []byte) (any, error) {
+			res, err := op.CallJSON(ctx, c.svc, params)
+			if started, ok := res.(*runs.Started); ok && err == nil {
+				// Remembered: Shutdown cancels the runs of a client
+				// that went away.
+				c.mu.Lock()
+				c.started = append(c.started, started.RunID)
+				c.mu.Unlock()
+			}
+			return res, err
+		}}
+	}
+	return m
 }
 
-// run starts a run and remembers it: Shutdown cancels it.
-func (c *Conn) run(ctx context.Context, params []byte) (any, error) {
-	p, err := decode[RunParams](params)
-	if err != nil {
-		return nil, err
-	}
-	res, err := c.s.Run(ctx, p)
-	if err != nil {
-		return nil, err
-	}
-	c.mu.Lock()
-	c.started = append(c.started, res.RunID)
-	c.mu.Unlock()
-	return res, nil
+// opNames lists the ops the server serves, for an error message.
+func (s *Server) opNames() string {
+	names := slices.Sorted(maps.Keys(s.ops))
+	return strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
 }
 
 // Shutdown ends the connection once its client has stopped sending (end
@@ -305,12 +303,12 @@ func (c *Conn) Shutdown(ctx context.Context) {
 	c.mu.Unlock()
 	bg := context.WithoutCancel(ctx)
 	for _, id := range started {
-		if err := c.s.sup.Cancel(bg, id); err != nil {
+		if _, err := c.svc.Cancel(bg, api.RunIDParams{RunID: id}); err != nil {
 			c.s.log.Error("closing connection: could not cancel its run", "run", id, "err", err)
 		}
 	}
 	if len(started) > 0 {
-		_, _ = c.s.sup.Await(ctx, started...)
+		_, _ = c.svc.Await(ctx, api.AwaitParams{Runs: started})
 	}
 	idle := make(chan struct{})
 	var waiter sync.WaitGroup
@@ -346,22 +344,25 @@ func (c *Conn) subscribe(ctx context.Context, params []byte) (any, error) {
 		return nil, err
 	}
 	if p.All == (len(p.Runs) > 0) {
-		return nil, errorf(CodeInvalidRequest, "subscribe needs runs or all:true (one of them)")
+		return nil, errorf(api.CodeInvalidRequest, "subscribe needs runs or all:true (one of them)")
 	}
 	if p.AfterSeq < 0 {
-		return nil, errorf(CodeValidation, "afterSeq must not be negative")
+		return nil, errorf(api.CodeValidation, "afterSeq must not be negative")
 	}
 	from := int64(runs.FromLive)
 	if p.AfterCursor != nil {
 		if !p.All || *p.AfterCursor < 0 {
-			return nil, errorf(CodeValidation, "afterCursor goes with all:true and must not be negative")
+			return nil, errorf(api.CodeValidation, "afterCursor goes with all:true and must not be negative")
 		}
 		from = *p.AfterCursor
 	}
 	for _, id := range p.Runs {
-		if _, err := c.s.st.GetRun(ctx, id); err != nil {
-			return nil, toError(err)
+		if _, err := c.svc.Get(ctx, api.GetParams{RunID: id, RecordOnly: true}); err != nil {
+			return nil, err
 		}
+	}
+	if p.All && c.confined {
+		return nil, errorf(api.CodeValidation, "a client inside a run follows runs, not all")
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -414,7 +415,7 @@ func (c *Conn) unsubscribe(_ context.Context, params []byte) (any, error) {
 	delete(c.subs, p.Subscription)
 	c.mu.Unlock()
 	if sub == nil {
-		return nil, errorf(CodeNotFound, "no subscription %q on this connection", p.Subscription)
+		return nil, errorf(api.CodeNotFound, "no subscription %q on this connection", p.Subscription)
 	}
 	sub.cancel()
 	// After the response, no event of the subscription follows.
@@ -430,7 +431,7 @@ func (c *Conn) unsubscribe(_ context.Context, params []byte) (any, error) {
 func (c *Conn) follow(sub *subscription, runID string, after int64) {
 	for {
 		lagged, failed := false, false
-		for ev, err := range c.s.sup.Follow(sub.ctx, runID, after) {
+		for ev, err := range events(c.svc.Follow(sub.ctx, api.FollowParams{Runs: []string{runID}, AfterSeq: after})) {
 			if err != nil {
 				if sub.ctx.Err() == nil {
 					c.s.log.Warn("subscription: ledger read failed; retrying", "subscription", sub.id, "run", runID, "after", after, "err", err)
@@ -485,7 +486,11 @@ func (c *Conn) follow(sub *subscription, runID string, after int64) {
 func (c *Conn) followLog(sub *subscription, cursor int64) {
 	for {
 		lagged, failed := false, false
-		for ev, err := range c.s.sup.FollowLog(sub.ctx, cursor) {
+		var from *int64
+		if cursor >= 0 {
+			from = &cursor
+		}
+		for ev, err := range c.svc.FollowAll(sub.ctx, api.FollowAllParams{AfterCursor: from}) {
 			if err != nil {
 				if sub.ctx.Err() == nil {
 					c.s.log.Warn("subscription: ledger read failed; retrying", "subscription", sub.id, "after", cursor, "err", err)
@@ -540,6 +545,23 @@ func (c *Conn) followLog(sub *subscription, cursor int64) {
 		case c.out <- eventLine(sub.id, 0, note):
 		case <-sub.ctx.Done():
 			return
+		}
+	}
+}
+
+// events flattens batches.
+func events(batches iter.Seq2[[]store.Event, error]) iter.Seq2[store.Event, error] {
+	return func(yield func(store.Event, error) bool) {
+		for evs, err := range batches {
+			if err != nil {
+				yield(store.Event{}, err)
+				return
+			}
+			for _, ev := range evs {
+				if !yield(ev, nil) {
+					return
+				}
+			}
 		}
 	}
 }

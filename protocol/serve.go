@@ -6,6 +6,8 @@ import (
 	"errors"
 	"io"
 	"sync"
+
+	"github.com/drover-run/drover/api"
 )
 
 // Serve speaks the protocol over r (requests, one a line) and w (responses
@@ -97,7 +99,7 @@ func readLines(r io.Reader, maxLine int, c *Conn) error {
 			continue
 		}
 		if tooLong {
-			c.handleSync(nullID, errorf(CodeInvalidRequest, "line longer than %d bytes", maxLine))
+			c.handleSync(nullID, errorf(api.CodeInvalidRequest, "line longer than %d bytes", maxLine))
 			tooLong = false
 		} else if len(line) > 0 {
 			c.Handle(line)

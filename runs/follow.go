@@ -179,14 +179,14 @@ func flatten(batches iter.Seq2[[]store.Event, error]) iter.Seq2[store.Event, err
 // last; a cancelled ctx ends it silently). Its goroutines are owned by the
 // iteration: breaking out stops and waits for them.
 func (s *Supervisor) FollowMany(ctx context.Context, ids ...string) iter.Seq2[store.Event, error] {
-	return flatten(s.FollowManyBatches(ctx, ids...))
+	return flatten(s.FollowManyBatches(ctx, 0, ids...))
 }
 
-// FollowManyBatches is FollowMany by batches: each yield is events of one
-// run that became available together (see FollowBatches). Handing batches
-// rather than events from the followers' goroutines to the reader spares
-// a goroutine switch per event.
-func (s *Supervisor) FollowManyBatches(ctx context.Context, ids ...string) iter.Seq2[[]store.Event, error] {
+// FollowManyBatches is FollowMany by batches, each run from afterSeq: each
+// yield is events of one run that became available together (see
+// FollowBatches). Handing batches rather than events from the followers'
+// goroutines to the reader spares a goroutine switch per event.
+func (s *Supervisor) FollowManyBatches(ctx context.Context, afterSeq int64, ids ...string) iter.Seq2[[]store.Event, error] {
 	return func(yield func([]store.Event, error) bool) {
 		ctx, cancel := context.WithCancel(ctx)
 		defer cancel()
@@ -198,7 +198,7 @@ func (s *Supervisor) FollowManyBatches(ctx context.Context, ids ...string) iter.
 		var wg sync.WaitGroup
 		for _, id := range ids {
 			wg.Go(func() {
-				for evs, err := range s.FollowBatches(ctx, id, 0) {
+				for evs, err := range s.FollowBatches(ctx, id, afterSeq) {
 					select {
 					case ch <- item{evs, err}:
 					case <-ctx.Done():

@@ -18,6 +18,7 @@ import (
 	"log/slog"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -95,6 +96,11 @@ type StartRequest struct {
 	// Labels restrict a queued run (Config.Queue) to workers that have
 	// every one of them; a supervisor without a queue refuses them.
 	Labels []string
+	// NewSession creates the session Options.SessionID names, for the
+	// run's new conversation, rather than continuing it: a client that
+	// names its sessions itself (an ACP editor) records one only with its
+	// first run. A session of that id must not exist yet.
+	NewSession bool
 	// Retries is how many times a queued run whose worker is lost is run
 	// again, as a new run on another worker (for idempotent tasks; 0, the
 	// default, never: a coding agent's side effects make blind re-runs
@@ -283,6 +289,89 @@ func NewRunID() string {
 	return fmt.Sprintf("run_%011x%s", time.Now().UnixMilli(), hex.EncodeToString(b[:]))
 }
 
+// checked is a request Start may record: as it will run, with what the
+// ledger said of it.
+type checked struct {
+	req          StartRequest
+	plan         *engine.Plan
+	fork         *store.Run     // the run it forks from
+	sess         *store.Session // the session it continues
+	remoteParent string         // its parent, when another process owns it
+}
+
+// Check returns the plan Start would run req with, or what Start would
+// refuse, recording nothing.
+func (s *Supervisor) Check(ctx context.Context, req StartRequest) (*engine.Plan, error) {
+	c, err := s.check(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	return c.plan, nil
+}
+
+func (s *Supervisor) check(ctx context.Context, req StartRequest) (checked, error) {
+	var c checked
+	if req.ParentID != "" && s.lookup(req.ParentID) == nil {
+		// Not ours, or ours and already ended: the ledger says which. A
+		// run of this supervisor stays in s.active until its end is
+		// recorded, so one that is missing here is never shown running.
+		p, err := s.st.GetRun(ctx, req.ParentID)
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+			return c, fmt.Errorf("%w: no run %s in the ledger", ErrParentEnded, req.ParentID)
+		case err != nil:
+			return c, fmt.Errorf("parent run %s: %w", req.ParentID, err)
+		case p.Status.Terminal() || p.CancelRequested || p.Owner == s.cfg.Owner:
+			return c, fmt.Errorf("%w: %s", ErrParentEnded, req.ParentID)
+		}
+		c.remoteParent = p.ID
+	}
+	if req.ForkFrom != "" {
+		r, err := s.st.GetRun(ctx, req.ForkFrom)
+		if err != nil {
+			return c, fmt.Errorf("fork from %s: %w", req.ForkFrom, err)
+		}
+		c.fork = r
+	}
+	switch id := req.Options.SessionID; {
+	case req.NewSession && id == "":
+		return c, &drover.Error{Code: drover.CodeValidation, Message: "a new session needs its id (options.sessionId)"}
+	case req.NewSession:
+		if _, err := s.st.GetSession(ctx, id); err == nil {
+			return c, &drover.Error{Code: drover.CodeValidation, Message: fmt.Sprintf("session %s exists: continue it, or name a new one", id)}
+		} else if !errors.Is(err, store.ErrNotFound) {
+			return c, fmt.Errorf("session %s: %w", id, err)
+		}
+		// Checked as the new session it will be.
+		c.sess = &store.Session{ID: id}
+	case id != "":
+		r, err := s.st.GetSession(ctx, id)
+		if err != nil {
+			return c, fmt.Errorf("session %s: %w", id, err)
+		}
+		c.sess = r
+	}
+	req, err := s.inherit(ctx, req)
+	if err != nil {
+		return c, err
+	}
+	if c.plan, err = Check(s.eng, req, c.fork, c.sess, s.defaults()); err != nil {
+		return c, err
+	}
+	req.Agent, req.Options = c.plan.Agent(), c.plan.Options()
+	if (len(req.Labels) > 0 || req.Retries != 0) && s.cfg.Queue == nil {
+		return c, &drover.Error{Code: drover.CodeValidation, Message: "labels and retries are for queued runs (drover workers)"}
+	}
+	if req.Retries < 0 {
+		return c, &drover.Error{Code: drover.CodeValidation, Message: "retries must not be negative"}
+	}
+	if err := s.bound(ctx, req); err != nil {
+		return c, err
+	}
+	c.req = req
+	return c, nil
+}
+
 // Start records a new run and returns its id and session at once (RUN-1);
 // the run waits as pending until a slot is free (RUN-7). It refuses what
 // Check refuses, an unknown session or fork run (store.ErrNotFound), a
@@ -292,56 +381,11 @@ func NewRunID() string {
 // recorded. A parent this supervisor does not own is looked up in the
 // ledger. A child that names no working directory gets its parent's.
 func (s *Supervisor) Start(ctx context.Context, req StartRequest) (Started, error) {
-	remoteParent := ""
-	if req.ParentID != "" && s.lookup(req.ParentID) == nil {
-		// Not ours, or ours and already ended: the ledger says which. A
-		// run of this supervisor stays in s.active until its end is
-		// recorded, so one that is missing here is never shown running.
-		p, err := s.st.GetRun(ctx, req.ParentID)
-		switch {
-		case errors.Is(err, store.ErrNotFound):
-			return Started{}, fmt.Errorf("%w: no run %s in the ledger", ErrParentEnded, req.ParentID)
-		case err != nil:
-			return Started{}, fmt.Errorf("parent run %s: %w", req.ParentID, err)
-		case p.Status.Terminal() || p.CancelRequested || p.Owner == s.cfg.Owner:
-			return Started{}, fmt.Errorf("%w: %s", ErrParentEnded, req.ParentID)
-		}
-		remoteParent = p.ID
-	}
-	var fork *store.Run
-	if req.ForkFrom != "" {
-		r, err := s.st.GetRun(ctx, req.ForkFrom)
-		if err != nil {
-			return Started{}, fmt.Errorf("fork from %s: %w", req.ForkFrom, err)
-		}
-		fork = r
-	}
-	var sess *store.Session
-	if id := req.Options.SessionID; id != "" {
-		r, err := s.st.GetSession(ctx, id)
-		if err != nil {
-			return Started{}, fmt.Errorf("session %s: %w", id, err)
-		}
-		sess = r
-	}
-	req, err := s.inherit(ctx, req)
+	c, err := s.check(ctx, req)
 	if err != nil {
 		return Started{}, err
 	}
-	plan, err := Check(s.eng, req, fork, sess, s.defaults())
-	if err != nil {
-		return Started{}, err
-	}
-	req.Agent, req.Options = plan.Agent(), plan.Options()
-	if (len(req.Labels) > 0 || req.Retries != 0) && s.cfg.Queue == nil {
-		return Started{}, &drover.Error{Code: drover.CodeValidation, Message: "labels and retries are for queued runs (drover workers)"}
-	}
-	if req.Retries < 0 {
-		return Started{}, &drover.Error{Code: drover.CodeValidation, Message: "retries must not be negative"}
-	}
-	if err := s.bound(ctx, req); err != nil {
-		return Started{}, err
-	}
+	req, plan, fork, sess, remoteParent := c.req, c.plan, c.fork, c.sess, c.remoteParent
 	var costBefore *float64 // what the conversation this run continues had cost
 	switch {
 	case fork != nil:
@@ -350,8 +394,10 @@ func (s *Supervisor) Start(ctx context.Context, req StartRequest) (Started, erro
 		costBefore = conversationCost(ctx, s.st, sess.HeadRunID)
 	}
 	sid := req.Options.SessionID
-	if sid == "" {
-		sid = drover.NewSessionID()
+	if sid == "" || req.NewSession {
+		if sid == "" {
+			sid = drover.NewSessionID()
+		}
 		now := time.Now()
 		if err := s.st.PutSession(ctx, &store.Session{ID: sid, Agent: req.Agent, Heads: []string{}, CreatedAt: now, UpdatedAt: now}); err != nil {
 			return Started{}, fmt.Errorf("create session: %w", err)
@@ -416,7 +462,7 @@ func (s *Supervisor) Start(ctx context.Context, req StartRequest) (Started, erro
 func Check(eng *engine.Engine, req StartRequest, fork *store.Run, session *store.Session, defaults engine.Defaults) (*engine.Plan, error) {
 	ad, ok := eng.Registry().Get(req.Agent)
 	if !ok {
-		return nil, fmt.Errorf("%w %q", drover.ErrUnknownAgent, req.Agent)
+		return nil, fmt.Errorf("%w %q (known: %s)", drover.ErrUnknownAgent, req.Agent, strings.Join(eng.Registry().List(), ", "))
 	}
 	if err := req.Options.Validate(); err != nil {
 		return nil, err
@@ -449,12 +495,6 @@ func Check(eng *engine.Engine, req StartRequest, fork *store.Run, session *store
 		req.Options.Resume = session.ResumeToken
 	}
 	return eng.Resolve(engine.Request{Agent: req.Agent, Prompt: req.Prompt, Options: req.Options, Defaults: defaults})
-}
-
-// Check is the package's Check with this supervisor's engine and
-// defaults.
-func (s *Supervisor) Check(req StartRequest, fork *store.Run, session *store.Session) (*engine.Plan, error) {
-	return Check(s.eng, req, fork, session, s.defaults())
 }
 
 // defaults are what the supervisor fills in of a run's options.

@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"io/fs"
 	"net/http"
+
+	"github.com/drover-run/drover/api"
 )
 
 // The dashboard (PRO-4): plain HTML, CSS and JavaScript, embedded so that
@@ -90,7 +92,7 @@ func (s *Server) handleLogin(w http.ResponseWriter, r *http.Request) {
 			writeError(w, http.StatusRequestEntityTooLarge, CodeTooLarge, fmt.Sprintf("request body larger than %d bytes", mb.Limit))
 			return
 		}
-		s.writeErr(w, invalid(`body is not {"token":"…"}: %v`, err))
+		s.writeErr(w, api.Errorf(api.CodeInvalidRequest, `body is not {"token":"…"}: %v`, err))
 		return
 	}
 	if s.cfg.Token == "" {

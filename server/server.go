@@ -1,8 +1,9 @@
-// Package server is drover's HTTP transport (docs/requirements.md §8, PRO-3): the
-// operations of the client protocol as JSON endpoints, plus Server-Sent
-// Events streams of runs' UES events. It is a thin layer over
-// protocol.Server, which executes every operation; streams read the ledger
-// (runs.Supervisor.Follow), so a slow or stuck client never slows a run.
+// Package server is drover's HTTP face (docs/requirements.md §8, PRO-3,
+// API-1): the operations of api.Service as JSON endpoints, one per route
+// of api.Ops, plus Server-Sent Events streams of its streams (runs' UES
+// events, the ledger's log, run records), and the dashboard (PRO-4). It
+// decides nothing: every operation is the service's. Client is the other
+// side, an api.Service over HTTP: what `drover --server` uses (API-2).
 //
 // docs/http.md describes the endpoints; openapi.json is their OpenAPI
 // description.
@@ -18,14 +19,11 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
 
-	"github.com/drover-run/drover/protocol"
-	"github.com/drover-run/drover/runs"
-	"github.com/drover-run/drover/store"
+	"github.com/drover-run/drover/api"
 )
 
 // OpenAPI is the OpenAPI 3.1 description of the endpoints, as JSON.
@@ -33,9 +31,9 @@ import (
 //go:embed openapi.json
 var OpenAPI []byte
 
-// Error codes of the HTTP layer itself, besides the protocol's codes.
+// Error codes of the HTTP layer itself, besides the service's.
 const (
-	CodeUnauthorized = "UNAUTHORIZED"
+	CodeUnauthorized = api.CodeUnauthorized
 	CodeForbidden    = "FORBIDDEN"
 	CodeTooLarge     = "REQUEST_TOO_LARGE"
 )
@@ -60,6 +58,8 @@ type Config struct {
 	// other processes sharing the ledger, and how soon a stream retries a
 	// failed ledger read; 0 means 1 s.
 	Poll time.Duration
+	// Ops are the operations served, each at its routes; nil means api.Ops.
+	Ops []api.Op
 	// Logger receives what the server cannot tell a client: failed ledger
 	// reads of a stream (retried), requests that failed inside drover.
 	// nil means none (quiet).
@@ -70,9 +70,7 @@ type Config struct {
 // http.Handler. Close ends the streams in progress.
 type Server struct {
 	log  *slog.Logger
-	ps   *protocol.Server
-	sup  *runs.Supervisor
-	st   store.Store
+	svc  api.Service
 	cfg  Config
 	mux  *http.ServeMux
 	h    http.Handler
@@ -80,9 +78,8 @@ type Server struct {
 	once sync.Once
 }
 
-// New returns a server executing operations with ps and streaming from
-// its supervisor's ledger.
-func New(ps *protocol.Server, cfg Config) *Server {
+// New returns a server of svc.
+func New(svc api.Service, cfg Config) *Server {
 	if cfg.Heartbeat <= 0 {
 		cfg.Heartbeat = 15 * time.Second
 	}
@@ -96,8 +93,10 @@ func New(ps *protocol.Server, cfg Config) *Server {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	sup := ps.Supervisor()
-	s := &Server{ps: ps, sup: sup, st: sup.Store(), cfg: cfg, log: log, mux: http.NewServeMux(), done: make(chan struct{})}
+	if cfg.Ops == nil {
+		cfg.Ops = api.Ops
+	}
+	s := &Server{svc: svc, cfg: cfg, log: log, mux: http.NewServeMux(), done: make(chan struct{})}
 	s.routes()
 	cop := http.NewCrossOriginProtection()
 	cop.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
@@ -141,17 +140,12 @@ func (s *Server) Close() { s.once.Do(func() { close(s.done) }) }
 
 func (s *Server) routes() {
 	m := s.mux
-	m.HandleFunc("POST /v1/runs", s.handleRun)
-	m.HandleFunc("GET /v1/runs", s.handleList)
-	m.HandleFunc("GET /v1/runs/{id}", s.handleGet)
-	m.HandleFunc("POST /v1/runs/{id}/cancel", s.handleCancel)
-	m.HandleFunc("POST /v1/runs/{id}/respond", s.handleRespond)
-	m.HandleFunc("POST /v1/runs/{id}/steer", s.handleSteer)
-	m.HandleFunc("POST /v1/runs/{id}/interrupt", s.handleInterrupt)
-	m.HandleFunc("GET /v1/runs/{id}/await", s.handleAwait)
-	m.HandleFunc("GET /v1/runs/{id}/events", s.handleEvents)
-	m.HandleFunc("GET /v1/runs/{id}/stream", s.handleStream)
-	m.HandleFunc("GET /v1/sessions/{id}", s.handleSession)
+	for _, op := range s.cfg.Ops {
+		for _, route := range op.Routes {
+			m.HandleFunc(route, s.opHandler(op, route))
+		}
+	}
+	m.HandleFunc("GET /v1/runs/{runId}/stream", s.handleStream)
 	m.HandleFunc("GET /v1/stream", s.handleStreamAll)
 	m.HandleFunc("GET /v1/runs/stream", s.handleRunsStream)
 	m.HandleFunc("GET /v1/openapi.json", func(w http.ResponseWriter, _ *http.Request) {
@@ -220,37 +214,34 @@ func (s *Server) HTTPServer() *http.Server {
 
 // errorBody is the body of every error response.
 type errorBody struct {
-	Error protocol.Error `json:"error"`
+	Error *api.Error `json:"error"`
 }
 
 func writeError(w http.ResponseWriter, status int, code, msg string) {
-	writeJSON(w, status, errorBody{protocol.Error{Code: code, Message: msg}})
+	writeJSON(w, status, errorBody{api.Errorf(code, "%s", msg)})
 }
 
-// writeErr answers a protocol error with its HTTP status; a failure of
+// writeErr answers a service error with its HTTP status; a failure of
 // drover's own (INTERNAL_ERROR, RUN_FAILED) is also logged.
 func (s *Server) writeErr(w http.ResponseWriter, err error) {
-	var pe *protocol.Error
-	if !errors.As(err, &pe) {
-		pe = &protocol.Error{Code: protocol.CodeInternal, Message: err.Error()}
-	}
-	status := Status(pe.Code)
+	e := api.ErrorOf(err)
+	status := Status(e.Code)
 	if status >= 500 {
-		s.log.Error("request failed", "code", pe.Code, "err", pe.Message)
+		s.log.Error("request failed", "code", e.Code, "err", e.Message)
 	}
-	writeError(w, status, pe.Code, pe.Message)
+	writeJSON(w, status, errorBody{e})
 }
 
-// Status is the HTTP status of a protocol error code.
+// Status is the HTTP status of an error code.
 func Status(code string) int {
 	switch code {
-	case protocol.CodeInvalidRequest, protocol.CodeValidation:
+	case api.CodeInvalidRequest, api.CodeValidation, api.CodeIncompatible:
 		return http.StatusBadRequest
-	case protocol.CodeNotFound:
+	case api.CodeNotFound:
 		return http.StatusNotFound
-	case protocol.CodeConflict:
+	case api.CodeConflict:
 		return http.StatusConflict
-	case protocol.CodeBoundaryViolation:
+	case api.CodeBoundaryViolation:
 		return http.StatusForbidden
 	case CodeUnauthorized:
 		return http.StatusUnauthorized
@@ -266,7 +257,7 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	b, err := json.Marshal(v)
 	if err != nil {
 		status = http.StatusInternalServerError
-		b, _ = json.Marshal(errorBody{protocol.Error{Code: protocol.CodeInternal, Message: err.Error()}})
+		b, _ = json.Marshal(errorBody{api.Errorf(api.CodeInternal, "%v", err)})
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
@@ -274,232 +265,85 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Write(append(b, '\n'))
 }
 
-func invalid(format string, a ...any) error {
-	return &protocol.Error{Code: protocol.CodeInvalidRequest, Message: fmt.Sprintf(format, a...)}
+// opHandler serves op at route: its params from the route's wildcards and
+// the query (GET) or the JSON body (POST, optional), strictly; its result
+// as JSON, shaped for HTTP where shapes says so. An op that changes
+// something is carried out even when the client goes away once it asked;
+// one that waits (await) gives up when the client or the server goes.
+func (s *Server) opHandler(op api.Op, route string) http.HandlerFunc {
+	method, path, _ := strings.Cut(route, " ")
+	wildcards := wildcardsOf(path)
+	return func(w http.ResponseWriter, r *http.Request) {
+		p := op.NewParams()
+		if method == http.MethodGet {
+			if err := bindQuery(p, r.URL.Query()); err != nil {
+				s.writeErr(w, err)
+				return
+			}
+		} else if !s.decodeBody(w, r, p) {
+			return
+		}
+		for _, name := range wildcards {
+			setField(p, name, r.PathValue(name))
+		}
+		ctx := api.WithClient(r.Context(), "http")
+		if op.Blocks {
+			var cancel context.CancelFunc
+			ctx, cancel = s.requestContext(ctx)
+			defer cancel()
+		} else {
+			ctx = context.WithoutCancel(ctx)
+		}
+		res, err := op.Call(ctx, s.svc, p)
+		if err != nil {
+			if op.Blocks && ctx.Err() != nil {
+				return // the client went away or the server is closing
+			}
+			s.writeErr(w, err)
+			return
+		}
+		status := http.StatusOK
+		if op.Created {
+			status = http.StatusCreated
+		}
+		if sh, ok := shapes[op.Name]; ok {
+			res = sh.write(w.Header(), res)
+		}
+		writeJSON(w, status, res)
+	}
 }
 
-// handleRun: POST /v1/runs, body RunParams → 201 RunResult.
-func (s *Server) handleRun(w http.ResponseWriter, r *http.Request) {
-	p, ok := decodeBody[protocol.RunParams](s, w, r, "a run request", false)
-	if !ok {
-		return
-	}
-	// The run outlives the request: a client that goes away after asking
-	// for it does not undo it.
-	res, err := s.ps.Run(context.WithoutCancel(r.Context()), p)
-	if err != nil {
-		s.writeErr(w, err)
-		return
-	}
-	w.Header().Set("Location", "/v1/runs/"+res.RunID)
-	writeJSON(w, http.StatusCreated, res)
-}
-
-// decodeBody reads r's body as one JSON value of T, strictly (unknown
-// fields refused), within MaxBody; an empty body is T's zero value when
-// optional. On failure it has answered the request and returns false.
-func decodeBody[T any](s *Server, w http.ResponseWriter, r *http.Request, what string, optional bool) (T, bool) {
-	var p T
+// decodeBody reads r's body as one JSON value into p, strictly (unknown
+// fields refused), within MaxBody; an empty body leaves p as it is. On
+// failure it has answered the request and returns false.
+func (s *Server) decodeBody(w http.ResponseWriter, r *http.Request, p any) bool {
 	r.Body = http.MaxBytesReader(w, r.Body, s.cfg.MaxBody)
 	dec := json.NewDecoder(r.Body)
 	dec.DisallowUnknownFields()
-	if err := dec.Decode(&p); err != nil {
+	if err := dec.Decode(p); err != nil {
 		var mb *http.MaxBytesError
 		switch {
-		case errors.Is(err, io.EOF) && optional:
-			return p, true
+		case errors.Is(err, io.EOF):
+			return true
 		case errors.As(err, &mb):
 			writeError(w, http.StatusRequestEntityTooLarge, CodeTooLarge, fmt.Sprintf("request body larger than %d bytes", mb.Limit))
 		default:
-			s.writeErr(w, invalid("body is not %s: %v", what, err))
+			s.writeErr(w, api.Errorf(api.CodeInvalidRequest, "body is not a JSON object of this request's fields: %v", err))
 		}
-		return p, false
+		return false
 	}
 	if dec.More() {
-		s.writeErr(w, invalid("body has more than one JSON value"))
-		return p, false
+		s.writeErr(w, api.Errorf(api.CodeInvalidRequest, "body has more than one JSON value"))
+		return false
 	}
-	return p, true
+	return true
 }
 
-// handleRespond: POST /v1/runs/{id}/respond answers a permission request
-// (CTL-1); the body is the respond op's fields but runId.
-func (s *Server) handleRespond(w http.ResponseWriter, r *http.Request) {
-	p, ok := decodeBody[protocol.RespondParams](s, w, r, "an answer {requestId, behavior, …}", false)
-	if !ok {
-		return
-	}
-	p.RunID, p.By = r.PathValue("id"), byHTTP(p.By)
-	res, err := s.ps.Respond(context.WithoutCancel(r.Context()), p)
-	s.reply(w, res, err)
-}
-
-// handleSteer: POST /v1/runs/{id}/steer sends {message} into the live run
-// (CTL-3).
-func (s *Server) handleSteer(w http.ResponseWriter, r *http.Request) {
-	p, ok := decodeBody[protocol.SteerParams](s, w, r, "a steering message {message}", false)
-	if !ok {
-		return
-	}
-	p.RunID, p.By = r.PathValue("id"), byHTTP(p.By)
-	res, err := s.ps.Steer(context.WithoutCancel(r.Context()), p)
-	s.reply(w, res, err)
-}
-
-// handleInterrupt: POST /v1/runs/{id}/interrupt ends the run's current
-// turn, keeping its session (CTL-3); the body ({by}) is optional.
-func (s *Server) handleInterrupt(w http.ResponseWriter, r *http.Request) {
-	p, ok := decodeBody[protocol.InterruptParams](s, w, r, "{by}", true)
-	if !ok {
-		return
-	}
-	p.RunID, p.By = r.PathValue("id"), byHTTP(p.By)
-	res, err := s.ps.Interrupt(context.WithoutCancel(r.Context()), p)
-	s.reply(w, res, err)
-}
-
-// byHTTP is who a client of the HTTP API says it is, else "http".
-func byHTTP(by string) string {
-	if by == "" {
-		return "http"
-	}
-	return by
-}
-
-// reply answers with res (200) or err.
-func (s *Server) reply(w http.ResponseWriter, res any, err error) {
-	if err != nil {
-		s.writeErr(w, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, res)
-}
-
-// handleList: GET /v1/runs?status=&agent=&session=&parent=&since=&limit=.
-func (s *Server) handleList(w http.ResponseWriter, r *http.Request) {
-	q := r.URL.Query()
-	var p protocol.ListParams
-	for _, v := range q["status"] {
-		for st := range strings.SplitSeq(v, ",") {
-			if st != "" {
-				p.Status = append(p.Status, store.RunStatus(st))
-			}
-		}
-	}
-	p.Agent, p.Session, p.Parent = q.Get("agent"), q.Get("session"), q.Get("parent")
-	if v := q.Get("since"); v != "" {
-		t, err := time.Parse(time.RFC3339Nano, v)
-		if err != nil {
-			s.writeErr(w, &protocol.Error{Code: protocol.CodeValidation, Message: fmt.Sprintf("since %q: want an RFC 3339 time", v)})
-			return
-		}
-		p.Since = t
-	}
-	if v := q.Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil {
-			s.writeErr(w, &protocol.Error{Code: protocol.CodeValidation, Message: fmt.Sprintf("limit %q: want a number", v)})
-			return
-		}
-		p.Limit = n
-	}
-	res, err := s.ps.List(r.Context(), p)
-	if err != nil {
-		s.writeErr(w, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, res)
-}
-
-// handleGet: GET /v1/runs/{id} → GetResult.
-func (s *Server) handleGet(w http.ResponseWriter, r *http.Request) {
-	res, err := s.ps.Get(r.Context(), protocol.GetParams{RunID: r.PathValue("id")})
-	if err != nil {
-		s.writeErr(w, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, res)
-}
-
-// handleSession: GET /v1/sessions/{id} → GetResult with session and runs.
-func (s *Server) handleSession(w http.ResponseWriter, r *http.Request) {
-	res, err := s.ps.Get(r.Context(), protocol.GetParams{SessionID: r.PathValue("id")})
-	if err != nil {
-		s.writeErr(w, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, res)
-}
-
-// handleCancel: POST /v1/runs/{id}/cancel → {}. Idempotent; an unknown run
-// is not an error (RUN-3).
-func (s *Server) handleCancel(w http.ResponseWriter, r *http.Request) {
-	res, err := s.ps.Cancel(context.WithoutCancel(r.Context()), protocol.RunIDParams{RunID: r.PathValue("id")})
-	if err != nil {
-		s.writeErr(w, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, res)
-}
-
-// handleAwait: GET /v1/runs/{id}/await blocks until the run has ended →
-// RunsResult. It gives up when the client goes away.
-func (s *Server) handleAwait(w http.ResponseWriter, r *http.Request) {
-	ctx, cancel := s.requestContext(r)
-	defer cancel()
-	res, err := s.ps.Await(ctx, protocol.AwaitParams{RunID: r.PathValue("id")})
-	if err != nil {
-		if ctx.Err() != nil {
-			return // the client went away or the server is closing
-		}
-		s.writeErr(w, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, res)
-}
-
-// handleEvents: GET /v1/runs/{id}/events?after=N&limit=M → a JSON array
-// of UES events exactly as recorded; header Drover-More: true when more
-// events follow the last one.
-func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
-	q := r.URL.Query()
-	p := protocol.EventsParams{RunID: r.PathValue("id")}
-	var err error
-	if p.AfterSeq, err = intParam(q.Get("after")); err != nil {
-		s.writeErr(w, err)
-		return
-	}
-	n, err := intParam(q.Get("limit"))
-	if err != nil {
-		s.writeErr(w, err)
-		return
-	}
-	p.Limit = int(n)
-	res, err := s.ps.Events(r.Context(), p)
-	if err != nil {
-		s.writeErr(w, err)
-		return
-	}
-	if res.More {
-		w.Header().Set("Drover-More", "true")
-	}
-	writeJSON(w, http.StatusOK, res.Events)
-}
-
-func intParam(v string) (int64, error) {
-	if v == "" {
-		return 0, nil
-	}
-	n, err := strconv.ParseInt(v, 10, 64)
-	if err != nil || n < 0 {
-		return 0, &protocol.Error{Code: protocol.CodeValidation, Message: fmt.Sprintf("%q: want a non-negative integer", v)}
-	}
-	return n, nil
-}
-
-// requestContext is the request's context, also ended by Close.
-func (s *Server) requestContext(r *http.Request) (context.Context, context.CancelFunc) {
-	ctx, cancel := context.WithCancel(r.Context())
+// requestContext is ctx, also ended by Close.
+func (s *Server) requestContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(ctx)
+	// Owned by the request: it ends when the request's context does,
+	// which the handler's deferred cancel guarantees.
 	go func() {
 		select {
 		case <-s.done:

@@ -3,15 +3,14 @@ package server
 import (
 	"bytes"
 	"context"
-	"errors"
+	"iter"
 	"net/http"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
-	"github.com/drover-run/drover/protocol"
-	"github.com/drover-run/drover/runs"
+	"github.com/drover-run/drover/api"
 	"github.com/drover-run/drover/store"
 )
 
@@ -68,34 +67,73 @@ func (s *sse) write(b []byte) error {
 	return s.rc.Flush()
 }
 
-// resumeAfter is the seq a stream starts after: Last-Event-ID, else
-// ?after=, else 0.
-func resumeAfter(r *http.Request) (int64, error) {
+// resumeAfter is the seq (or cursor) a stream starts after:
+// Last-Event-ID, else ?after=; set is false when neither is given.
+func resumeAfter(r *http.Request) (after int64, set bool, err error) {
 	v := r.Header.Get("Last-Event-ID")
 	if v == "" {
 		v = r.URL.Query().Get("after")
 	}
-	return intParam(strings.TrimSpace(v))
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return 0, false, nil
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n < 0 {
+		return 0, false, api.Errorf(api.CodeValidation, "%q: want a non-negative integer", v)
+	}
+	return n, true, nil
 }
 
-// follow sends runID's events after `after` on out until the run has
-// ended and every event was sent (true), or ctx ends (false). The ledger
-// is the source: a reader that blocks holds up only this goroutine,
-// never the run. A failed ledger read is retried from the same seq.
-func (s *Server) follow(ctx context.Context, runID string, after int64, out chan<- store.Event) bool {
+// pump writes the stream of items from next until it ends (false), the
+// client or the server goes away, or a write fails, with a heartbeat
+// whenever it has been quiet for Heartbeat. next runs on a goroutine of
+// its own, owned here, so that heartbeats go out while it waits.
+func pump[T any](s *Server, ctx context.Context, st *sse, produce func(ctx context.Context, out chan<- T), send func(T) error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	items := make(chan T)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer cancel()
+	wg.Go(func() {
+		defer close(items)
+		produce(ctx, items)
+	})
+	hb := time.NewTicker(s.cfg.Heartbeat)
+	defer hb.Stop()
+	for {
+		select {
+		case it, ok := <-items:
+			if !ok || send(it) != nil {
+				return
+			}
+		case <-hb.C:
+			if st.ping() != nil {
+				return
+			}
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// retrying sends what stream yields to out until it ends without error
+// (true) or ctx ends (false); a failed ledger read is logged and the
+// stream started again, after Poll, by again(), from where it was.
+func retrying[T any](s *Server, ctx context.Context, what string, out chan<- T, again func() iter.Seq2[T, error]) bool {
 	for {
 		failed := false
-		for ev, err := range s.sup.Follow(ctx, runID, after) {
+		for it, err := range again() {
 			if err != nil {
 				if ctx.Err() == nil {
-					s.log.Warn("stream: ledger read failed; retrying", "run", runID, "after", after, "err", err)
+					s.log.Warn("stream: ledger read failed; retrying", "stream", what, "err", err)
 				}
 				failed = true
 				break
 			}
 			select {
-			case out <- ev:
-				after = ev.Seq
+			case out <- it:
 			case <-ctx.Done():
 				return false
 			}
@@ -114,67 +152,50 @@ func (s *Server) follow(ctx context.Context, runID string, after int64, out chan
 	}
 }
 
-// pump writes the events from evs to the stream with send, with
-// heartbeats, until evs is closed, send fails, or the client or the server
-// goes away.
-func (s *Server) pump(ctx context.Context, st *sse, evs <-chan store.Event, send func(store.Event) error) {
-	hb := time.NewTicker(s.cfg.Heartbeat)
-	defer hb.Stop()
-	for {
-		select {
-		case ev, ok := <-evs:
-			if !ok {
-				return
-			}
-			if send(ev) != nil {
-				return
-			}
-		case <-hb.C:
-			if st.ping() != nil {
-				return
-			}
-		case <-ctx.Done():
-			return
-		}
-	}
-}
-
-// handleStream: GET /v1/runs/{id}/stream — the run's events as SSE, id =
-// seq, from after Last-Event-ID (or ?after=); ends once the run has ended
-// and every event was sent.
+// handleStream: GET /v1/runs/{runId}/stream — the run's events as SSE, id
+// = seq, from after Last-Event-ID (or ?after=); ends once the run has
+// ended and every event was sent.
 func (s *Server) handleStream(w http.ResponseWriter, r *http.Request) {
-	runID := r.PathValue("id")
-	after, err := resumeAfter(r)
+	runID := r.PathValue("runId")
+	after, _, err := resumeAfter(r)
 	if err != nil {
 		s.writeErr(w, err)
 		return
 	}
-	if _, err := s.st.GetRun(r.Context(), runID); err != nil {
-		if errors.Is(err, store.ErrNotFound) {
-			s.writeErr(w, &protocol.Error{Code: protocol.CodeNotFound, Message: err.Error()})
-		} else {
-			s.writeErr(w, err)
-		}
+	// Checked before the headers go out, so that an unknown run is an
+	// error response rather than an empty stream.
+	if _, err := s.svc.Get(r.Context(), api.GetParams{RunID: runID, RecordOnly: true}); err != nil {
+		s.writeErr(w, err)
 		return
 	}
-	ctx, cancel := s.requestContext(r)
-	var wg sync.WaitGroup
-	defer wg.Wait()
+	ctx, cancel := s.requestContext(r.Context())
 	defer cancel()
 	st := startStream(w)
-	evs := make(chan store.Event)
-	wg.Go(func() {
-		if s.follow(ctx, runID, after, evs) {
-			close(evs)
+	pump(s, ctx, st, func(ctx context.Context, out chan<- []store.Event) {
+		retrying(s, ctx, runID, out, func() iter.Seq2[[]store.Event, error] {
+			return func(yield func([]store.Event, error) bool) {
+				for evs, err := range s.svc.Follow(ctx, api.FollowParams{Runs: []string{runID}, AfterSeq: after}) {
+					if len(evs) > 0 {
+						after = evs[len(evs)-1].Seq
+					}
+					if !yield(evs, err) {
+						return
+					}
+				}
+			}
+		})
+	}, func(evs []store.Event) error {
+		for _, ev := range evs {
+			if err := st.event(strconv.FormatInt(ev.Seq, 10), string(ev.Type), ev.JSON); err != nil {
+				return err
+			}
 		}
-	})
-	s.pump(ctx, st, evs, func(ev store.Event) error {
-		return st.event(strconv.FormatInt(ev.Seq, 10), string(ev.Type), ev.JSON)
+		return nil
 	})
 }
 
 // handleStreamAll: GET /v1/stream — the events of every run, from the
-// ledger's log (runs.Supervisor.FollowLog), with id = the event's cursor.
+// ledger's log (api.Service.FollowAll), with id = the event's cursor.
 // Without Last-Event-ID (or ?after=) it starts with the runs live now:
 // their events so far (no id), then "event: synced" carrying the cursor
 // they reach; after that, every event of any run as it is recorded. With
@@ -182,76 +203,40 @@ func (s *Server) handleStream(w http.ResponseWriter, r *http.Request) {
 // client or the server goes away; a failed ledger read is retried from
 // the last cursor sent.
 func (s *Server) handleStreamAll(w http.ResponseWriter, r *http.Request) {
-	after, err := resumeAfter(r)
+	after, set, err := resumeAfter(r)
 	if err != nil {
 		s.writeErr(w, err)
 		return
 	}
-	if r.Header.Get("Last-Event-ID") == "" && r.URL.Query().Get("after") == "" {
-		after = runs.FromLive
+	var from *int64
+	if set {
+		from = &after
 	}
-	ctx, cancel := s.requestContext(r)
+	ctx, cancel := s.requestContext(r.Context())
 	defer cancel()
 	st := startStream(w)
-	// The log is read on its own goroutine so that heartbeats go out
-	// while it waits for events; it is owned here and ended with ctx.
-	evs := make(chan store.Event)
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	defer cancel()
-	wg.Go(func() {
-		for {
-			for ev, err := range s.sup.FollowLog(ctx, after) {
-				if err != nil {
-					if ctx.Err() == nil {
-						s.log.Warn("stream: ledger read failed; retrying", "after", after, "err", err)
+	pump(s, ctx, st, func(ctx context.Context, out chan<- store.Event) {
+		retrying(s, ctx, "all", out, func() iter.Seq2[store.Event, error] {
+			return func(yield func(store.Event, error) bool) {
+				for ev, err := range s.svc.FollowAll(ctx, api.FollowAllParams{AfterCursor: from}) {
+					if err == nil && (ev.RunID == "" || ev.Cursor > 0) { // the marker, or a tailed event
+						c := ev.Cursor
+						from = &c
 					}
-					break
-				}
-				select {
-				case evs <- ev:
-				case <-ctx.Done():
-					return
-				}
-				if ev.RunID == "" || ev.Cursor > 0 { // the marker, or a tailed event
-					after = ev.Cursor
+					if !yield(ev, err) {
+						return
+					}
 				}
 			}
-			select {
-			case <-time.After(s.cfg.Poll):
-			case <-ctx.Done():
-				return
-			}
-		}
-	})
-	s.pump(ctx, st, evs, func(ev store.Event) error {
+		})
+		// The log never ends: a stream that did ended with its context.
+	}, func(ev store.Event) error {
 		switch {
-		case ev.RunID == "": // FollowLog's marker: caught up
+		case ev.RunID == "": // caught up
 			return st.event(strconv.FormatInt(ev.Cursor, 10), "synced", []byte("{}"))
 		case ev.Cursor == 0: // a catch-up event, out of the log's order
 			return st.event("", string(ev.Type), ev.JSON)
 		}
 		return st.event(strconv.FormatInt(ev.Cursor, 10), string(ev.Type), ev.JSON)
 	})
-}
-
-// onRunsChanged calls scan at once, then each time a run of this
-// supervisor starts or ends and every Poll (for runs of other processes
-// sharing the ledger), until ctx ends or scan returns false. The change
-// channel is taken before each scan, so no change is missed between them.
-func (s *Server) onRunsChanged(ctx context.Context, scan func() bool) {
-	tick := time.NewTicker(s.cfg.Poll)
-	defer tick.Stop()
-	for {
-		changed := s.sup.RunsChanged()
-		if !scan() {
-			return
-		}
-		select {
-		case <-changed:
-		case <-tick.C:
-		case <-ctx.Done():
-			return
-		}
-	}
 }

@@ -8,9 +8,9 @@ import (
 
 	"github.com/drover-run/drover"
 	"github.com/drover-run/drover/acpagent"
+	"github.com/drover-run/drover/api"
 	"github.com/drover-run/drover/builtin"
 	"github.com/drover-run/drover/runs"
-	"github.com/drover-run/drover/store"
 	"github.com/spf13/cobra"
 )
 
@@ -47,9 +47,11 @@ exits 130; a second one kills every agent process group at once.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
-			if _, ok := builtin.Registry().Get(agent); !ok {
+			ad, ok := builtin.Registry().Get(agent)
+			if !ok {
 				return usagef("unknown agent %q (see 'drover agents')", agent)
 			}
+			agent = ad.ID()
 			t, err := drover.ParseTier(tier)
 			if err != nil {
 				return usagef("--tier: %v", err)
@@ -71,8 +73,8 @@ exits 130; a second one kills every agent process group at once.`,
 				defer stop()
 				cfg.Defaults = apply
 			}
-			return e.withLedger(ctx, db, runs.Config{Limit: limit}, func(sup *runs.Supervisor, _ store.Store) error {
-				err := acpagent.Serve(ctx, sup, cfg, e.stdin, e.stdout)
+			return e.withService(ctx, db, true, runs.Config{Limit: limit}, func(svc api.Service) error {
+				err := acpagent.Serve(ctx, svc, cfg, e.stdin, e.stdout)
 				if errors.Is(err, context.Canceled) {
 					return exitError{ExitInterrupted}
 				}

@@ -7,20 +7,11 @@ import (
 	"strings"
 
 	"github.com/drover-run/drover"
-	"github.com/drover-run/drover/adapter/acp"
+	"github.com/drover-run/drover/api"
 	"github.com/drover-run/drover/builtin"
 	"github.com/drover-run/drover/internal/config"
 	"github.com/spf13/cobra"
 )
-
-// agentInfo is one row of `drover agents`.
-type agentInfo struct {
-	ID string `json:"id"`
-	drover.Availability
-	Capabilities drover.Capabilities `json:"capabilities"`
-	// Configured marks an ACP agent added with drover agents add.
-	Configured bool `json:"configured,omitempty"`
-}
 
 func newAgentsCmd(e *env) *cobra.Command {
 	var asJSON bool
@@ -32,16 +23,24 @@ with 'drover agents add', installed or not, their path and version, and
 whether that version is one drover (or whoever added the agent) tested.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			// Load, not Registry: a configured agents file that cannot be
-			// used is this command's error, after the built-ins it lists.
-			reg, loadErr := builtin.Load()
-			var rows []agentInfo
-			for _, id := range reg.List() {
-				a, _ := reg.Get(id)
-				_, configured := a.(*acp.Adapter)
-				rows = append(rows, agentInfo{ID: id, Availability: a.Available(cmd.Context()), Capabilities: a.Capabilities(), Configured: configured})
+			var list *api.AgentsResult
+			var loadErr error
+			if c, err := e.remote(""); err != nil {
+				return err
+			} else if c != nil {
+				// The server's agents, on its machine.
+				if list, err = c.Agents(cmd.Context(), api.AgentsParams{}); err != nil {
+					return serviceError(err)
+				}
+			} else {
+				// Load, not Registry: a configured agents file that cannot
+				// be used is this command's error, after the built-ins it
+				// lists.
+				var reg *drover.Registry
+				reg, loadErr = builtin.Load()
+				list = api.AgentsOf(cmd.Context(), reg, e.log)
 			}
-			err := printList(e, asJSON, rows, []string{"AGENT", "INSTALLED", "VERSION", "TESTED", "PATH"}, func(r agentInfo) []string {
+			err := printList(e, asJSON, list.Agents, []string{"AGENT", "INSTALLED", "VERSION", "TESTED", "PATH"}, func(r api.AgentInfo) []string {
 				inst, tested, ver, path := "no", "no (tested: "+r.TestedVersions+")", r.Version, r.Path
 				if r.Installed {
 					inst = "yes"
@@ -75,8 +74,9 @@ func newAgentsAddCmd(e *env) *cobra.Command {
 		force                            bool
 	)
 	cmd := &cobra.Command{
-		Use:   "add NAME [flags] -- COMMAND [ARG...]",
-		Short: "Add an ACP agent: drover runs COMMAND ARG... and speaks ACP with it",
+		Use:     "add NAME [flags] -- COMMAND [ARG...]",
+		PreRunE: func(*cobra.Command, []string) error { return e.localOnly("agents add") },
+		Short:   "Add an ACP agent: drover runs COMMAND ARG... and speaks ACP with it",
 		Long: `Add an agent that speaks the Agent Client Protocol (ACP) on stdio, under
 NAME: afterwards 'drover run -a NAME' runs it like a built-in agent, in
 parallel runs, the ledger, the server and the dashboard. It is kept in
@@ -152,9 +152,10 @@ names the tiers you trust it with (it asks before what they do not allow).`,
 
 func newAgentsRemoveCmd(e *env) *cobra.Command {
 	return &cobra.Command{
-		Use:   "remove NAME",
-		Short: "Remove an ACP agent added with 'drover agents add'",
-		Args:  cobra.ExactArgs(1),
+		Use:     "remove NAME",
+		PreRunE: func(*cobra.Command, []string) error { return e.localOnly("agents remove") },
+		Short:   "Remove an ACP agent added with 'drover agents add'",
+		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			name := args[0]
 			if builtin.IsBuiltin(name) {

@@ -2,15 +2,13 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
 
 	"github.com/drover-run/drover"
+	"github.com/drover-run/drover/api"
 	"github.com/drover-run/drover/engine"
-	"github.com/drover-run/drover/runs"
-	"github.com/drover-run/drover/store"
 	"github.com/spf13/cobra"
 )
 
@@ -49,20 +47,24 @@ recorded it and says who answered first. Exit status 1 when another answer
 				return usagef("--always goes with approve")
 			}
 			d := drover.PermissionDecision{Behavior: b, Message: message, Always: always}
-			return e.withRuns(ctx, db, args[:1], func(sup *runs.Supervisor, st store.Store) error {
+			return e.withRunService(ctx, db, args[:1], func(svc api.Service) error {
 				run := args[0]
-				if r, err := st.GetRun(ctx, run); err == nil && r.Status.Terminal() {
-					return controlError(run, engine.ErrNotLive)
+				g, err := svc.Get(ctx, api.GetParams{RunID: run})
+				if err != nil {
+					return serviceError(err)
 				}
-				req, err := pickRequest(ctx, sup, run, args[1:])
+				if g.Run.Status.Terminal() {
+					return notRunning(run)
+				}
+				req, err := pickRequest(run, g.Pending, args[1:])
 				if err != nil {
 					return err
 				}
-				after := lastSeq(ctx, st, run)
-				if err := sup.Respond(ctx, run, req.RequestID, d, "drover "+verb); err != nil {
+				after := g.Run.LastSeq
+				if _, err := svc.Respond(ctx, api.RespondParams{RunID: run, RequestID: req.RequestID, PermissionDecision: d, By: "drover " + verb}); err != nil {
 					return controlError(run, err)
 				}
-				a, err := waitRecorded(ctx, sup, run, after, func(ev drover.Event) bool {
+				a, err := waitRecorded(ctx, svc, run, after, func(ev drover.Event) bool {
 					p, ok := ev.Payload.(drover.PermissionAnswerPayload)
 					return ok && p.RequestID == req.RequestID
 				})
@@ -88,13 +90,9 @@ recorded it and says who answered first. Exit status 1 when another answer
 	return cmd
 }
 
-// pickRequest returns the open request named in args, or the run's only
-// open one.
-func pickRequest(ctx context.Context, sup *runs.Supervisor, run string, args []string) (drover.PermissionRequestPayload, error) {
-	pending, err := sup.Pending(ctx, run)
-	if err != nil {
-		return drover.PermissionRequestPayload{}, err
-	}
+// pickRequest returns the open request of pending named in args, or the
+// run's only open one.
+func pickRequest(run string, pending []drover.PermissionRequestPayload, args []string) (drover.PermissionRequestPayload, error) {
 	if len(args) == 1 {
 		for _, p := range pending {
 			if p.RequestID == args[0] {
@@ -149,49 +147,47 @@ func answerSource(a drover.PermissionAnswerPayload) string {
 	return string(a.By)
 }
 
-// controlError explains a refused answer, steer or interrupt in the CLI's
-// words: what to do next.
-func controlError(run string, err error) error {
-	switch {
-	case errors.Is(err, engine.ErrRequestNotFound):
-		return usagef("%v (open requests: 'drover show %s')", err, run)
-	case errors.Is(err, engine.ErrAlreadyAnswered):
-		return fmt.Errorf("%w (see 'drover logs %s')", err, run)
-	case errors.Is(err, engine.ErrNotLive):
-		return fmt.Errorf("run %s is not running (see 'drover show %s')", run, run)
-	case errors.Is(err, engine.ErrNotSupported), errors.Is(err, drover.ErrValidation):
-		return usageError{err}
-	}
-	return err
+// notRunning says that run is not running.
+func notRunning(run string) error {
+	return fmt.Errorf("run %s is not running (see 'drover show %s')", run, run)
 }
 
-// lastSeq is the seq of run's last recorded event (0 when unknown).
-func lastSeq(ctx context.Context, st store.Store, run string) int64 {
-	if r, err := st.GetRun(ctx, run); err == nil {
-		return r.LastSeq
+// controlError explains a refused answer, steer or interrupt in the CLI's
+// words: what to do next. The service's code says which refusal it is.
+func controlError(run string, err error) error {
+	e := api.ErrorOf(err)
+	switch {
+	case e.Code == api.CodeNotFound:
+		return usagef("%s (open requests: 'drover show %s')", e.Message, run)
+	case e.Code == api.CodeConflict && strings.Contains(e.Message, engine.ErrNotLive.Error()):
+		return notRunning(run)
+	case e.Code == api.CodeConflict:
+		return fmt.Errorf("%s (see 'drover logs %s')", e.Message, run)
 	}
-	return 0
+	return serviceError(err)
 }
 
 // waitRecorded follows run's events after seq after until one satisfies
 // match, the run ends, or recordWait passes.
-func waitRecorded(ctx context.Context, sup *runs.Supervisor, run string, after int64, match func(drover.Event) bool) (drover.Event, error) {
+func waitRecorded(ctx context.Context, svc api.Service, run string, after int64, match func(drover.Event) bool) (drover.Event, error) {
 	ctx, cancel := context.WithTimeout(ctx, recordWait)
 	defer cancel()
-	for se, err := range sup.Follow(ctx, run, after) {
+	for evs, err := range svc.Follow(ctx, api.FollowParams{Runs: []string{run}, AfterSeq: after}) {
 		if err != nil {
-			if ctx.Err() != nil {
-				return drover.Event{}, fmt.Errorf("run %s did not record it within %s: is the drover process that runs it alive? (drover ps)", run, recordWait)
+			return drover.Event{}, serviceError(err)
+		}
+		for _, se := range evs {
+			ev, err := decodeStored(se)
+			if err != nil {
+				return drover.Event{}, err
 			}
-			return drover.Event{}, err
+			if match(ev) {
+				return ev, nil
+			}
 		}
-		ev, err := decodeStored(se)
-		if err != nil {
-			return drover.Event{}, err
-		}
-		if match(ev) {
-			return ev, nil
-		}
+	}
+	if ctx.Err() != nil {
+		return drover.Event{}, fmt.Errorf("run %s did not record it within %s: is the drover process that runs it alive? (drover ps)", run, recordWait)
 	}
 	return drover.Event{}, fmt.Errorf("run %s ended before it recorded it", run)
 }

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/drover-run/drover"
-	"github.com/drover-run/drover/runs"
+	"github.com/drover-run/drover/api"
 	"github.com/drover-run/drover/store"
 )
 
@@ -21,7 +21,7 @@ import (
 // elsewhere meanwhile (a rule, the deadline, the dashboard, drover
 // approve) is dropped from the questions.
 type asker struct {
-	sup    *runs.Supervisor
+	svc    api.Service
 	out    io.Writer
 	labels map[string]string // run id → label, for parallel runs
 	multi  bool
@@ -37,9 +37,9 @@ type question struct {
 	req drover.PermissionRequestPayload
 }
 
-func newAsker(sup *runs.Supervisor, in io.Reader, out io.Writer, labels map[string]string, multi bool) *asker {
+func newAsker(svc api.Service, in io.Reader, out io.Writer, labels map[string]string, multi bool) *asker {
 	ctx, cancel := context.WithCancel(context.Background())
-	a := &asker{sup: sup, out: out, labels: labels, multi: multi, events: make(chan drover.Event, 64), cancel: cancel}
+	a := &asker{svc: svc, out: out, labels: labels, multi: multi, events: make(chan drover.Event, 64), cancel: cancel}
 	lines := make(chan string)
 	// The line reader is not owned like the rest: a Read of a terminal in
 	// progress cannot be interrupted, so when drover run ends it is left
@@ -100,7 +100,7 @@ func (a *asker) loop(ctx context.Context, lines <-chan string) {
 		if ahead {
 			fmt.Fprintln(a.out, line)
 		}
-		if err := a.sup.Respond(ctx, cur.run, cur.req.RequestID, d, "terminal"); err != nil {
+		if _, err := a.svc.Respond(ctx, api.RespondParams{RunID: cur.run, RequestID: cur.req.RequestID, PermissionDecision: d, By: "terminal"}); err != nil {
 			fmt.Fprintf(a.out, "    (%v)\n", err)
 		}
 		cur = nil

@@ -3,8 +3,7 @@ package cli
 import (
 	"fmt"
 
-	"github.com/drover-run/drover/runs"
-	"github.com/drover-run/drover/store"
+	"github.com/drover-run/drover/api"
 	"github.com/spf13/cobra"
 )
 
@@ -16,10 +15,10 @@ func newCancelCmd(e *env) *cobra.Command {
 		Args:  cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
-			return e.withRuns(ctx, db, args, func(sup *runs.Supervisor, _ store.Store) error {
+			return e.withRunService(ctx, db, args, func(svc api.Service) error {
 				for _, id := range args {
-					if err := sup.Cancel(ctx, id); err != nil {
-						return err
+					if _, err := svc.Cancel(ctx, api.RunIDParams{RunID: id}); err != nil {
+						return serviceError(err)
 					}
 					fmt.Fprintf(e.stderr, "drover: cancel requested for %s\n", id)
 				}

@@ -86,11 +86,15 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	err := root.ExecuteContext(ctx)
 	var ee exitError
 	var ue usageError
+	var le lineError
 	switch {
 	case err == nil:
 		return ExitOK
 	case errors.As(err, &ee):
 		return ee.code
+	case errors.As(err, &le):
+		fmt.Fprintf(stderr, "drover: %v\n", le.msg)
+		return ExitUsage
 	case errors.As(err, &ue) || isFlagError(err):
 		fmt.Fprintf(stderr, "drover: %v\nRun 'drover --help' for usage.\n", err)
 		return ExitUsage
@@ -106,10 +110,13 @@ type env struct {
 	stdin          io.Reader
 	stdout, stderr io.Writer
 	log            *slog.Logger
+	// server is the drover serve the command talks to (--server, else
+	// DROVER_SERVER); "" means the local ledger.
+	server string
 }
 
 func newRoot(e *env) *cobra.Command {
-	var logLevel string
+	var logLevel, serverURL string
 	root := &cobra.Command{
 		Use:   "drover",
 		Short: "Run AI coding agents as supervised processes behind one interface",
@@ -128,14 +135,19 @@ cancellation.`,
 				return usagef("%s: %v", from, err)
 			}
 			e.log = log
+			e.server = serverURL
+			if !cmd.Flags().Changed("server") {
+				e.server = os.Getenv(ServerEnv)
+			}
 			return nil
 		},
 	}
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	root.PersistentFlags().StringVar(&logLevel, "log-level", "", "what drover logs on stderr: off, error, warn, info or debug (default $DROVER_LOG_LEVEL, else error)")
+	root.PersistentFlags().StringVar(&serverURL, "server", "", "talk to the drover serve at this URL (http://host:port) instead of the local ledger; its token from $DROVER_TOKEN (default $"+ServerEnv+")")
 	root.AddCommand(newRunCmd(e), newAgentsCmd(e), newProfilesCmd(e), newFakemodelCmd(e),
 		newPsCmd(e), newShowCmd(e), newLogsCmd(e), newCancelCmd(e), newWaitCmd(e), newSessionsCmd(e), newServeCmd(e), newWorkerCmd(e), newWorkersCmd(e),
-		newApproveCmd(e), newDenyCmd(e), newSteerCmd(e), newInterruptCmd(e), newACPCmd(e), newMCPCmd(e))
+		newApproveCmd(e), newDenyCmd(e), newSteerCmd(e), newInterruptCmd(e), newACPCmd(e), newMCPCmd(e), newAPICmd(e))
 	return root
 }
 

@@ -87,23 +87,6 @@ func addDBFlag(cmd *cobra.Command, db *string) {
 	cmd.Flags().StringVar(db, "db", "", "ledger: a SQLite file, or a postgres:// URL (default $DROVER_DB, else $XDG_STATE_HOME/drover/drover.db)")
 }
 
-// withStore opens the existing ledger without a supervisor, for commands
-// that only show what it records; it never creates one. It first
-// reconciles, like a supervisor starting would: runs left pending or
-// running by a drover process that is gone are marked failed and their
-// process groups killed, so that what the command shows is true.
-func (e *env) withStore(ctx context.Context, db string, fn func(store.Store) error) error {
-	st, err := openExistingLedger(ctx, db)
-	if err != nil {
-		return err
-	}
-	defer st.Close()
-	if err := runs.Reconcile(ctx, st, runs.DefaultOwner(), e.log); err != nil {
-		return fmt.Errorf("reconcile ledger: %w", err)
-	}
-	return fn(st)
-}
-
 // errNoLedger is what openExistingLedger wraps when there is no ledger:
 // no file, or a database without drover's schema.
 var errNoLedger = errors.New("no ledger")
@@ -113,40 +96,6 @@ var errNoLedger = errors.New("no ledger")
 func openExistingLedger(ctx context.Context, db string) (store.Store, error) {
 	st, _, err := openLedger(ctx, db, true)
 	return st, err
-}
-
-// withRuns is withLedger (one run at a time) for a command about the runs
-// ids of the existing ledger: if one is not recorded there, it fails with
-// a usage error before doing anything, and creates no ledger.
-func (e *env) withRuns(ctx context.Context, db string, ids []string, fn func(*runs.Supervisor, store.Store) error) error {
-	st, loc, err := openLedger(ctx, db, true)
-	if errors.Is(err, errNoLedger) {
-		return notFound("run", ids[0], store.ErrNotFound)
-	} else if err != nil {
-		return err
-	}
-	defer st.Close()
-	return e.supervise(ctx, st, loc, runs.Config{Limit: 1}, func(sup *runs.Supervisor, st store.Store) error {
-		for _, id := range ids {
-			if _, err := st.GetRun(ctx, id); err != nil {
-				return notFound("run", id, err)
-			}
-		}
-		return fn(sup, st)
-	})
-}
-
-// notFound turns the store's ErrNotFound for the kind ("run", "session")
-// named id into a usage error that says where to look; other errors pass.
-func notFound(kind, id string, err error) error {
-	if !errors.Is(err, store.ErrNotFound) {
-		return err
-	}
-	see := "drover ps --all"
-	if kind == "session" {
-		see = "drover sessions"
-	}
-	return usagef("no %s %q in the ledger (see '%s')", kind, id, see)
 }
 
 // openLedger opens the ledger named by db (see dbPath) and returns it

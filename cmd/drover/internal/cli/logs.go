@@ -1,8 +1,7 @@
 package cli
 
 import (
-	"github.com/drover-run/drover/runs"
-	"github.com/drover-run/drover/store"
+	"github.com/drover-run/drover/api"
 	"github.com/spf13/cobra"
 )
 
@@ -21,29 +20,43 @@ func newLogsCmd(e *env) *cobra.Command {
 			if asJSON {
 				p = &jsonPrinter{w: e.stdout}
 			}
-			return e.withRuns(ctx, db, []string{id}, func(sup *runs.Supervisor, st store.Store) error {
+			return e.withRunService(ctx, db, []string{id}, func(svc api.Service) error {
 				if !follow {
-					evs, err := st.Events(ctx, id, after, 0)
+					for after := after; ; {
+						page, err := svc.Events(ctx, api.EventsParams{RunID: id, AfterSeq: after, Limit: 10000})
+						if err != nil {
+							return serviceError(err)
+						}
+						for _, raw := range page.Events {
+							se, err := storedOf(raw)
+							if err != nil {
+								return err
+							}
+							if err := printStored(p, se); err != nil {
+								return err
+							}
+							after = se.Seq
+						}
+						if !page.More || len(page.Events) == 0 {
+							return nil
+						}
+					}
+				}
+				for evs, err := range svc.Follow(ctx, api.FollowParams{Runs: []string{id}, AfterSeq: after}) {
 					if err != nil {
-						return err
+						if ctx.Err() != nil {
+							return exitError{ExitInterrupted}
+						}
+						return serviceError(err)
 					}
 					for _, ev := range evs {
 						if err := printStored(p, ev); err != nil {
 							return err
 						}
 					}
-					return nil
 				}
-				for ev, err := range sup.Follow(ctx, id, after) {
-					if err != nil {
-						if ctx.Err() != nil {
-							return exitError{ExitInterrupted}
-						}
-						return err
-					}
-					if err := printStored(p, ev); err != nil {
-						return err
-					}
+				if ctx.Err() != nil {
+					return exitError{ExitInterrupted}
 				}
 				return nil
 			})

@@ -15,10 +15,10 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/drover-run/drover"
+	"github.com/drover-run/drover/api"
 	"github.com/drover-run/drover/mcpserver"
 	"github.com/drover-run/drover/protocol"
 	"github.com/drover-run/drover/runs"
-	"github.com/drover-run/drover/store"
 )
 
 func newMCPCmd(e *env) *cobra.Command {
@@ -79,16 +79,16 @@ exits 130.`,
 				return e.mcpNested(ctx, sock, token, cfg)
 			}
 			rcfg := runs.Config{Limit: limit, DefaultApprovalTimeout: approvalTimeout}
-			return e.withLedger(ctx, db, rcfg, func(sup *runs.Supervisor, _ store.Store) error {
+			return e.withService(ctx, db, true, rcfg, func(svc api.Service) error {
 				if parent != "" {
-					_, err := sup.Store().GetRun(ctx, parent)
-					if errors.Is(err, store.ErrNotFound) && !cmd.Flags().Changed("parent") {
+					_, err := runRecord(ctx, svc, parent)
+					if api.ErrorOf(err).Code == api.CodeNotFound && !cmd.Flags().Changed("parent") {
 						return usagef("%s=%s names no run of this ledger: drover mcp must use the ledger of the drover that runs its agent (%s, or --db)", runs.EnvRunID, parent, runs.EnvDB)
 					} else if err != nil {
 						return notFound("run", parent, err)
 					}
 				}
-				srv, err := mcpserver.New(sup, cfg)
+				srv, err := mcpserver.New(svc, cfg)
 				if err != nil {
 					return err
 				}
@@ -129,7 +129,7 @@ func (e *env) mcpNested(ctx context.Context, sock, token string, cfg mcpserver.C
 			o.ConfigDir = cd
 		}
 	}
-	srv, err := mcpserver.NewOver(mcpserver.Remote(client), cfg)
+	srv, err := mcpserver.New(client, cfg)
 	if err != nil {
 		return err
 	}
@@ -156,7 +156,8 @@ func (e *env) serveMCP(ctx context.Context, srv *mcpserver.Server) error {
 // be made is logged, not fatal: the runs then get no DROVER_SOCKET, and a
 // nested drover opens the ledger itself, as before.
 func serveNested(sup *runs.Supervisor, log *slog.Logger) {
-	srv := protocol.NewServer(sup, protocol.Config{Logger: log, Client: "nested"})
+	srv := protocol.NewServer(api.NewLocal(sup, api.Config{Logger: log}),
+		protocol.Config{Logger: log, Client: "nested", Authenticate: sup.TokenRun})
 	if _, err := sup.ServeNested(srv.ServeNested); err != nil && log != nil {
 		log.Warn("no nested-run socket: a drover mcp inside a run will open the ledger itself", "err", err)
 	}

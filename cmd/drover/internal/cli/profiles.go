@@ -26,6 +26,7 @@ type profileInfo struct {
 func newProfilesCmd(e *env) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "profiles",
+		PersistentPreRunE: localOnlyPreRun(e, "profiles"),
 		Short: "Credential profiles for failover: add, list, remove",
 		Long: `Credential profiles are named accounts of an agent (an API key, or a vendor
 configuration home someone logged in to), kept in drover's config directory

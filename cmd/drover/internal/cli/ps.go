@@ -1,9 +1,12 @@
 package cli
 
 import (
+	"math"
 	"strings"
 	"time"
 
+	"github.com/drover-run/drover/api"
+	"github.com/drover-run/drover/runs"
 	"github.com/drover-run/drover/store"
 	"github.com/spf13/cobra"
 )
@@ -17,20 +20,23 @@ func newPsCmd(e *env) *cobra.Command {
 		Short: "List live and recent runs",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			f := store.RunFilter{Agent: agent, SessionID: session, Limit: limit}
+			p := api.ListParams{Agent: agent, Session: session, Limit: limit}
+			if limit == 0 {
+				p.Limit = math.MaxInt32 // all
+			}
 			if status != "" {
 				for s := range strings.SplitSeq(status, ",") {
-					f.Status = append(f.Status, store.RunStatus(s))
+					p.Status = append(p.Status, store.RunStatus(s))
 				}
 			} else if !all {
-				f.Since = time.Now().Add(-24 * time.Hour)
+				p.Since = time.Now().Add(-24 * time.Hour)
 			}
-			return e.withStore(cmd.Context(), db, func(st store.Store) error {
-				rs, err := st.ListRuns(cmd.Context(), f)
+			return e.withService(cmd.Context(), db, false, runs.Config{Limit: 1}, func(svc api.Service) error {
+				res, err := svc.List(cmd.Context(), p)
 				if err != nil {
-					return err
+					return serviceError(err)
 				}
-				return printList(e, asJSON, rs, []string{"RUN", "AGENT", "STATUS", "AGE", "DURATION", "COST", "PROMPT"}, func(r store.Run) []string {
+				return printList(e, asJSON, res.Runs, []string{"RUN", "AGENT", "STATUS", "AGE", "DURATION", "COST", "PROMPT"}, func(r store.Run) []string {
 					st := string(r.Status)
 					if r.Error != "" {
 						st += " (" + firstLine(r.Error, 30) + ")"

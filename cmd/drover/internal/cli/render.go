@@ -86,6 +86,20 @@ func printStored(p printer, ev store.Event) error {
 }
 
 // decodeStored decodes a recorded event.
+// storedOf is a recorded event's JSON (with runId and seq) as the ledger
+// holds it.
+func storedOf(raw json.RawMessage) (store.Event, error) {
+	var head struct {
+		RunID string           `json:"runId"`
+		Seq   int64            `json:"seq"`
+		Type  drover.EventType `json:"type"`
+	}
+	if err := json.Unmarshal(raw, &head); err != nil {
+		return store.Event{}, fmt.Errorf("an event of the ledger: %w", err)
+	}
+	return store.Event{RunID: head.RunID, Seq: head.Seq, Type: head.Type, JSON: raw}, nil
+}
+
 func decodeStored(ev store.Event) (drover.Event, error) {
 	var d drover.Event
 	if err := json.Unmarshal(ev.JSON, &d); err != nil {

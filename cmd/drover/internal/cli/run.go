@@ -13,12 +13,14 @@ import (
 	"time"
 
 	"github.com/drover-run/drover"
+	"github.com/drover-run/drover/api"
 	"github.com/drover-run/drover/builtin"
 	"github.com/drover-run/drover/engine"
 	"github.com/drover-run/drover/internal/config"
 	"github.com/drover-run/drover/internal/imagemem"
 	"github.com/drover-run/drover/pricing"
 	"github.com/drover-run/drover/runs"
+	"github.com/drover-run/drover/server"
 	"github.com/drover-run/drover/store"
 	"github.com/spf13/cobra"
 )
@@ -138,7 +140,24 @@ func runRun(ctx context.Context, e *env, f *runFlags, args []string) error {
 		// (docs/performance.md). GOGC set by the user wins.
 		debug.SetGCPercent(runGCPercent)
 	}
-	plan, err := planRun(ctx, e, f, args)
+	remote, err := e.remote(f.db)
+	if err != nil {
+		return err
+	}
+	if remote != nil {
+		switch {
+		case f.isolate:
+			return usagef("--isolate makes configuration homes on this machine: with --server, give --config-dir (a directory on the server's machine)")
+		case f.fakemodel || f.fakeScript != "" || f.fakeLog != "":
+			return usagef("--fakemodel starts a model server on this machine: with --server, the server decides (drover serve --fakemodel)")
+		case f.queue:
+			return usagef("--queue: with --server, the server decides whether its runs are queued (drover serve --queue)")
+		}
+		if err := remote.Connect(ctx); err != nil {
+			return serviceError(err)
+		}
+	}
+	plan, err := planRun(ctx, e, f, args, remote)
 	if err != nil {
 		return err
 	}
@@ -156,9 +175,9 @@ func runRun(ctx context.Context, e *env, f *runFlags, args []string) error {
 		return err
 	}
 	if plan.ask && f.approvalTimeout < 0 {
-		reg := builtin.Registry()
+		// Asked here: the runs of agents that ask wait for an answer.
 		for i := range specs {
-			if a, ok := reg.Get(specs[i].Agent); ok && a.Capabilities().Permissions {
+			if plan.asks[specs[i].Agent] {
 				specs[i].Options.ApprovalTimeout = defaultAskTimeout
 			}
 		}
@@ -173,26 +192,24 @@ func runRun(ctx context.Context, e *env, f *runFlags, args []string) error {
 	if f.queue {
 		rcfg.Queue = queueWanted{}
 	}
-	return e.withLedger(ctx, f.db, rcfg, func(sup *runs.Supervisor, st store.Store) error {
+	return e.withService(ctx, f.db, true, rcfg, func(svc api.Service) error {
 		// Runs are cancelled explicitly when ctx ends (a signal), so that
 		// following and recording go on until every run has ended.
 		bg := context.WithoutCancel(ctx)
+		cancelAll := func(ids []string) {
+			for _, id := range ids {
+				_, _ = svc.Cancel(bg, api.RunIDParams{RunID: id})
+			}
+		}
 		var ids []string
 		for _, spec := range specs {
-			started, err := sup.Start(bg, runs.StartRequest{Agent: spec.Agent, Prompt: spec.Prompt, Options: spec.Options,
-				ForkFrom: f.fork, Labels: f.labels, Retries: f.retries})
+			o := spec.Options
+			started, err := svc.Run(bg, api.RunParams{Agent: spec.Agent, Prompt: spec.Prompt, Options: &o,
+				Fork: f.fork, Labels: f.labels, Retries: f.retries})
 			if err != nil {
-				for _, started := range ids {
-					_ = sup.Cancel(bg, started)
-				}
+				cancelAll(ids)
 				// planRun checked all this; the ledger may have changed since.
-				if errors.Is(err, store.ErrNotFound) {
-					return usagef("%v (see 'drover sessions' and 'drover ps --all')", err)
-				}
-				if c := drover.CodeOf(err, ""); c == drover.CodeValidation || c == drover.CodeUnsupportedOption || c == drover.CodeBoundaryViolation {
-					return usageError{err}
-				}
-				return err
+				return serviceError(err)
 			}
 			id := started.RunID
 			ids = append(ids, id)
@@ -203,17 +220,13 @@ func runRun(ctx context.Context, e *env, f *runFlags, args []string) error {
 			human.labels[id] = label
 			fmt.Fprintf(e.stderr, "drover: %s: run %s\n", label, id)
 		}
-		stop := context.AfterFunc(ctx, func() {
-			for _, id := range ids {
-				_ = sup.Cancel(bg, id)
-			}
-		})
+		stop := context.AfterFunc(ctx, func() { cancelAll(ids) })
 		defer stop()
 
 		var ask *asker
 		if plan.ask {
 			human.asking = true
-			ask = newAsker(sup, e.stdin, out, human.labels, len(specs) > 1)
+			ask = newAsker(svc, e.stdin, out, human.labels, len(specs) > 1)
 			defer ask.stop()
 		}
 		// With --json and nobody asked anything, the events of a batch
@@ -227,9 +240,9 @@ func runRun(ctx context.Context, e *env, f *runFlags, args []string) error {
 		}
 		var printErr error
 		cancelled, settled := false, false
-		for evs, err := range sup.FollowManyBatches(bg, ids...) {
+		for evs, err := range svc.Follow(bg, api.FollowParams{Runs: ids}) {
 			if err != nil {
-				return err
+				return serviceError(err)
 			}
 			for _, ev := range evs {
 				if ask != nil {
@@ -254,20 +267,18 @@ func runRun(ctx context.Context, e *env, f *runFlags, args []string) error {
 			if printErr != nil && !cancelled {
 				// Keep draining so every run still ends and is recorded.
 				cancelled = true
-				for _, id := range ids {
-					_ = sup.Cancel(bg, id)
-				}
+				cancelAll(ids)
 			}
 		}
 		if printErr != nil {
 			return fmt.Errorf("write output: %w", printErr)
 		}
-		recs, err := sup.Await(bg, ids...)
+		recs, err := svc.Await(bg, api.AwaitParams{Runs: ids})
 		if err != nil {
-			return err
+			return serviceError(err)
 		}
 		statuses := map[string]drover.DoneStatus{}
-		for _, r := range recs {
+		for _, r := range recs.Runs {
 			statuses[r.ID] = r.DoneStatus
 		}
 		return exitFor(ctx, statuses)
@@ -282,17 +293,19 @@ const runGCPercent = 70
 // been created on disk or started for it yet.
 type runPlan struct {
 	prompt string
-	opts   drover.Options // before fakemodel's defaults and the runs' own homes
-	fake   *offline       // nil without --fakemodel
-	ask    bool           // ask the person at the terminal for approvals
+	opts   drover.Options  // before fakemodel's defaults and the runs' own homes
+	fake   *offline        // nil without --fakemodel
+	ask    bool            // ask the person at the terminal for approvals
+	asks   map[string]bool // the agents (as named with -a) whose runs ask for approval
 }
 
 // planRun checks everything in how drover run was called that can be
 // wrong, so that a refused invocation leaves no trace: no configuration
-// home, no ledger, no fakemodel server. It reads the ledger, if there is
-// one, to find --session and --fork, and refuses what Supervisor.Start
-// would refuse of each run.
-func planRun(ctx context.Context, e *env, f *runFlags, args []string) (*runPlan, error) {
+// home, no ledger, no fakemodel server. It refuses what the service would
+// refuse of each run: asking the server (remote, Check), or checking as
+// the supervisor does (runs.Check) with the ledger, if there is one, read
+// for --session and --fork.
+func planRun(ctx context.Context, e *env, f *runFlags, args []string, remote *server.Client) (*runPlan, error) {
 	switch {
 	case len(f.agents) == 0:
 		return nil, usagef("name an agent with -a (see 'drover agents')")
@@ -335,7 +348,7 @@ func planRun(ctx context.Context, e *env, f *runFlags, args []string) (*runPlan,
 		on := f.contain
 		opts.Contain = &on
 	}
-	if opts.Cwd != "" {
+	if opts.Cwd != "" && remote == nil {
 		if st, err := os.Stat(opts.Cwd); err != nil || !st.IsDir() {
 			return nil, usagef("--cwd %s is not a directory", opts.Cwd)
 		}
@@ -366,7 +379,7 @@ func planRun(ctx context.Context, e *env, f *runFlags, args []string) (*runPlan,
 			return nil, err
 		}
 	}
-	if opts.Failover, err = failoverOf(f); err != nil {
+	if opts.Failover, err = failoverOf(f, remote != nil); err != nil {
 		return nil, err
 	}
 	if err := opts.Validate(); err != nil {
@@ -375,6 +388,10 @@ func planRun(ctx context.Context, e *env, f *runFlags, args []string) (*runPlan,
 	fake, err := newOffline(f.fakemodel, f.fakeScript, f.fakeLog)
 	if err != nil {
 		return nil, err
+	}
+	plan := &runPlan{prompt: prompt, opts: opts, fake: fake, ask: asking, asks: map[string]bool{}}
+	if remote != nil {
+		return plan, checkRemote(ctx, remote, f, plan)
 	}
 	fork, sess, err := findInLedger(ctx, f.db, f.session, f.fork)
 	if err != nil {
@@ -393,34 +410,30 @@ func planRun(ctx context.Context, e *env, f *runFlags, args []string) (*runPlan,
 		if f.isolate {
 			o.ConfigDir = "isolated"
 		}
-		var defaults engine.Defaults
-		if asking && f.approvalTimeout < 0 {
-			defaults.ApprovalTimeout = defaultAskTimeout // asked here: the check sees the timeout the run will have
+		ad, ok := eng.Registry().Get(a)
+		plan.asks[a] = ok && ad.Capabilities().Permissions
+		if plan.asks[a] && asking && f.approvalTimeout < 0 {
+			o.ApprovalTimeout = defaultAskTimeout // asked here: the check sees the timeout the run will have
 		}
-		if _, ok := eng.Registry().Get(a); !ok {
-			return nil, usagef("unknown agent %q (known: %s)", a, strings.Join(eng.Registry().List(), ", "))
-		}
-		_, err := runs.Check(eng, runs.StartRequest{Agent: a, Prompt: prompt, Options: o, ForkFrom: f.fork}, fork, sess, defaults)
-		switch {
-		case errors.Is(err, drover.ErrUnsupportedOption):
-			return nil, usagef("%s: %w (see 'drover agents --json' for what it supports)", a, err)
-		case err != nil:
-			return nil, usagef("%s: %w", a, err)
+		_, err := runs.Check(eng, runs.StartRequest{Agent: a, Prompt: prompt, Options: o, ForkFrom: f.fork}, fork, sess, engine.Defaults{})
+		if err != nil {
+			return nil, preflightError(f, a, err)
 		}
 	}
-	return &runPlan{prompt: prompt, opts: opts, fake: fake, ask: asking}, nil
+	return plan, nil
 }
 
 // failoverOf is the failover chain of --profile, --model-fallback and
 // --fallback, nil when none is given; the profiles are read from drover's
-// profiles file, with their secrets. A queued run's profiles are names
-// alone: the workers run them with their own profiles of those names.
-func failoverOf(f *runFlags) (*drover.Failover, error) {
+// profiles file, with their secrets. A queued run's profiles, and a run's
+// on a server, are names alone: the workers, or the server, run them with
+// their own profiles of those names.
+func failoverOf(f *runFlags, remote bool) (*drover.Failover, error) {
 	if len(f.profiles) == 0 && len(f.modelFallback) == 0 && len(f.fallback) == 0 {
 		return nil, nil
 	}
 	fo := &drover.Failover{Models: f.modelFallback, Agents: f.fallback}
-	if f.queue {
+	if f.queue || remote {
 		for _, n := range f.profiles {
 			fo.Profiles = append(fo.Profiles, drover.Profile{Name: n})
 		}
@@ -590,4 +603,38 @@ func newIsolatedHome(label string) (string, error) {
 		return "", fmt.Errorf("create isolated home: %w", err)
 	}
 	return home, nil
+}
+
+// checkRemote refuses, before any run starts, what the server would refuse
+// of each run (Check), and learns which agents ask for approval.
+func checkRemote(ctx context.Context, c *server.Client, f *runFlags, plan *runPlan) error {
+	for _, a := range f.agents {
+		o := plan.opts
+		res, err := c.Check(ctx, api.RunParams{Agent: a, Prompt: plan.prompt, Options: &o, Fork: f.fork})
+		if err != nil {
+			return preflightError(f, a, err)
+		}
+		plan.asks[a] = res.Asks
+	}
+	return nil
+}
+
+// preflightError says why the run of agent a would be refused, as a usage
+// error, in the same words whether the check was the server's or this
+// process's.
+func preflightError(f *runFlags, a string, err error) error {
+	e := api.ErrorOf(err)
+	switch {
+	case e.Code == api.CodeNotFound && f.session != "":
+		return notFound("session", f.session, err)
+	case e.Code == api.CodeNotFound && f.fork != "":
+		return notFound("run", f.fork, err)
+	case e.Code != api.CodeValidation && e.Code != api.CodeBoundaryViolation && e.Code != api.CodeNotFound:
+		return serviceError(err)
+	case strings.HasPrefix(e.Message, drover.ErrUnknownAgent.Error()):
+		return usageError{errors.New(e.Message)}
+	case strings.HasPrefix(e.Message, string(drover.CodeUnsupportedOption)):
+		return usagef("%s: %s (see 'drover agents --json' for what it supports)", a, e.Message)
+	}
+	return usagef("%s: %s", a, e.Message)
 }

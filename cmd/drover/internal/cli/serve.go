@@ -12,6 +12,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/drover-run/drover/api"
 	"github.com/drover-run/drover/protocol"
 	"github.com/drover-run/drover/runs"
 	"github.com/drover-run/drover/server"
@@ -62,6 +63,9 @@ and exits 130; a second one kills every agent process group at once.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
+			if err := e.localOnly("serve"); err != nil {
+				return err
+			}
 			if stdio && (cmd.Flags().Changed("addr") || cmd.Flags().Changed("token") || noToken) {
 				return usagef("--stdio does not take --addr, --token or --no-token")
 			}
@@ -98,11 +102,11 @@ and exits 130; a second one kills every agent process group at once.`,
 			if queue {
 				rcfg.Queue = queueWanted{}
 			}
-			pcfg := protocol.Config{Logger: e.log, AllowAutonomous: allowAutonomous}
+			acfg := api.Config{Logger: e.log, AllowAutonomous: allowAutonomous}
 			if !queue {
 				// A queueing server leaves names to its workers, which
 				// run them with their own profiles.
-				pcfg.Profiles = resolveProfiles
+				acfg.Profiles = resolveProfiles
 			}
 			if fake != nil {
 				apply, stop, err := fake.start(e, true)
@@ -110,12 +114,12 @@ and exits 130; a second one kills every agent process group at once.`,
 					return err
 				}
 				defer stop()
-				pcfg.Defaults = apply
+				acfg.Defaults = apply
 			}
 			if stdio {
-				return serveStdio(ctx, e, db, rcfg, pcfg)
+				return serveStdio(ctx, e, db, rcfg, acfg)
 			}
-			return serveHTTP(ctx, e, db, rcfg, addr, token, generated, pcfg)
+			return serveHTTP(ctx, e, db, rcfg, addr, token, generated, acfg)
 		},
 	}
 	addDBFlag(cmd, &db)
@@ -133,9 +137,9 @@ and exits 130; a second one kills every agent process group at once.`,
 	return cmd
 }
 
-func serveStdio(ctx context.Context, e *env, db string, rcfg runs.Config, pcfg protocol.Config) error {
+func serveStdio(ctx context.Context, e *env, db string, rcfg runs.Config, acfg api.Config) error {
 	return e.withLedger(ctx, db, rcfg, func(sup *runs.Supervisor, st store.Store) error {
-		srv := protocol.NewServer(sup, pcfg)
+		srv := protocol.NewServer(api.NewLocal(sup, acfg), protocol.Config{Logger: e.log})
 		// stdin is hidden behind a plain io.Reader: a Read in
 		// progress cannot be interrupted, so on a signal Serve
 		// leaves it behind and the process exits.
@@ -150,13 +154,13 @@ func serveStdio(ctx context.Context, e *env, db string, rcfg runs.Config, pcfg p
 // serveHTTP serves until ctx ends (a signal), then ends the streams and
 // awaits in progress, lets other requests finish for a moment, and exits
 // 130; withLedger then cancels the runs still going.
-func serveHTTP(ctx context.Context, e *env, db string, rcfg runs.Config, addr, token string, generated bool, pcfg protocol.Config) error {
+func serveHTTP(ctx context.Context, e *env, db string, rcfg runs.Config, addr, token string, generated bool, acfg api.Config) error {
 	return e.withLedger(ctx, db, rcfg, func(sup *runs.Supervisor, st store.Store) error {
 		ln, err := net.Listen("tcp", addr)
 		if err != nil {
 			return fmt.Errorf("listen: %w", err)
 		}
-		hs := server.New(protocol.NewServer(sup, pcfg), server.Config{Token: token, Logger: e.log})
+		hs := server.New(api.NewLocal(sup, acfg), server.Config{Token: token, Logger: e.log})
 		h := hs.HTTPServer()
 		fmt.Fprintf(e.stderr, "drover: serving HTTP on http://%s\n", ln.Addr())
 		switch {
@@ -168,7 +172,7 @@ func serveHTTP(ctx context.Context, e *env, db string, rcfg runs.Config, addr, t
 		default:
 			fmt.Fprintf(e.stderr, "drover: dashboard at http://%s/#token=<token> (or sign in with the token there)\n", ln.Addr())
 		}
-		if pcfg.AllowAutonomous {
+		if acfg.AllowAutonomous {
 			fmt.Fprintln(e.stderr, "drover: clients may start autonomous runs (--allow-autonomous)")
 		}
 		served := make(chan error, 1)

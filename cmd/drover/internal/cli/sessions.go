@@ -3,6 +3,8 @@ package cli
 import (
 	"strconv"
 
+	"github.com/drover-run/drover/api"
+	"github.com/drover-run/drover/runs"
 	"github.com/drover-run/drover/store"
 	"github.com/spf13/cobra"
 )
@@ -16,12 +18,12 @@ func newSessionsCmd(e *env) *cobra.Command {
 		Short: "List drover sessions: agent, head run, resume token, turns",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return e.withStore(cmd.Context(), db, func(st store.Store) error {
-				ss, err := st.ListSessions(cmd.Context(), limit)
+			return e.withService(cmd.Context(), db, false, runs.Config{Limit: 1}, func(svc api.Service) error {
+				res, err := svc.Sessions(cmd.Context(), api.SessionsParams{Limit: limit})
 				if err != nil {
-					return err
+					return serviceError(err)
 				}
-				return printList(e, asJSON, ss, []string{"SESSION", "AGENT", "HEAD RUN", "TURNS", "UPDATED", "RESUME TOKEN"}, func(s store.Session) []string {
+				return printList(e, asJSON, res.Sessions, []string{"SESSION", "AGENT", "HEAD RUN", "TURNS", "UPDATED", "RESUME TOKEN"}, func(s store.Session) []string {
 					turns := len(s.Heads)
 					if s.HeadRunID != "" {
 						turns++

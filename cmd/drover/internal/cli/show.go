@@ -6,8 +6,8 @@ import (
 	"time"
 
 	"github.com/drover-run/drover"
+	"github.com/drover-run/drover/api"
 	"github.com/drover-run/drover/runs"
-	"github.com/drover-run/drover/store"
 	"github.com/spf13/cobra"
 )
 
@@ -20,34 +20,21 @@ func newShowCmd(e *env) *cobra.Command {
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
-			return e.withStore(ctx, db, func(st store.Store) error {
-				r, err := st.GetRun(ctx, args[0])
+			return e.withService(ctx, db, false, runs.Config{Limit: 1}, func(svc api.Service) error {
+				g, err := svc.Get(ctx, api.GetParams{RunID: args[0]})
 				if err != nil {
 					return notFound("run", args[0], err)
 				}
-				children, err := st.Children(ctx, r.ID)
-				if err != nil {
-					return err
-				}
-				msgs, err := st.Messages(ctx, r.ID)
-				if err != nil {
-					return err
-				}
-				calls, err := st.ToolCalls(ctx, r.ID)
-				if err != nil {
-					return err
-				}
+				// Lists are lists, empty or not, whichever side of a
+				// wire they were read on.
+				r, children, msgs, calls, pending := g.Run, nonNil(g.Children), nonNil(g.Messages), nonNil(g.ToolCalls), nonNil(g.Pending)
 				// The cost roll-up (MCP-1): the run with every run
 				// started inside it, whichever drover process ran them.
-				total, err := runs.SumTree(ctx, st, r.ID)
-				if err != nil {
-					return err
-				}
-				var pending []drover.PermissionRequestPayload
-				if !r.Status.Terminal() {
-					if pending, err = runs.OpenRequests(ctx, st, r.ID); err != nil {
-						return err
-					}
+				total := runs.TreeUsage{Usage: r.Usage, Runs: 1}
+				if g.Total != nil {
+					total = *g.Total
+				} else if r.Usage.TotalCostUSD == nil {
+					total.WithoutCost = 1
 				}
 				if asJSON {
 					return json.NewEncoder(e.stdout).Encode(map[string]any{"run": r, "children": children, "total": total,
@@ -113,4 +100,12 @@ func newShowCmd(e *env) *cobra.Command {
 	addDBFlag(cmd, &db)
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the run, children, total (usage with its descendants'), messages, tool calls and open permission requests as JSON")
 	return cmd
+}
+
+// nonNil is s, or an empty slice for nil.
+func nonNil[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
 }

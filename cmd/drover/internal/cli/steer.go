@@ -1,13 +1,11 @@
 package cli
 
 import (
-	"context"
 	"fmt"
 	"strings"
 
 	"github.com/drover-run/drover"
-	"github.com/drover-run/drover/runs"
-	"github.com/drover-run/drover/store"
+	"github.com/drover-run/drover/api"
 	"github.com/spf13/cobra"
 )
 
@@ -22,12 +20,15 @@ func newSteerCmd(e *env) *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
 			run, msg := args[0], strings.Join(args[1:], " ")
-			return e.withRuns(ctx, db, args[:1], func(sup *runs.Supervisor, st store.Store) error {
-				after := lastSeq(ctx, st, run)
-				if err := sup.Steer(ctx, run, msg, "drover steer"); err != nil {
+			return e.withRunService(ctx, db, args[:1], func(svc api.Service) error {
+				r, err := runRecord(ctx, svc, run)
+				if err != nil {
+					return serviceError(err)
+				}
+				if _, err := svc.Steer(ctx, api.SteerParams{RunID: run, Message: msg, By: "drover steer"}); err != nil {
 					return controlError(run, err)
 				}
-				if _, err := waitRecorded(ctx, sup, run, after, func(ev drover.Event) bool {
+				if _, err := waitRecorded(ctx, svc, run, r.LastSeq, func(ev drover.Event) bool {
 					p, ok := ev.Payload.(drover.SteerPayload)
 					return ok && p.Message == msg && p.By == "drover steer"
 				}); err != nil {
@@ -53,33 +54,28 @@ func newInterruptCmd(e *env) *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
 			run := args[0]
-			return e.withRuns(ctx, db, args, func(sup *runs.Supervisor, st store.Store) error {
-				after := lastSeq(ctx, st, run)
-				if err := sup.Interrupt(ctx, run, "drover interrupt"); err != nil {
+			return e.withRunService(ctx, db, args, func(svc api.Service) error {
+				r, err := runRecord(ctx, svc, run)
+				if err != nil {
+					return serviceError(err)
+				}
+				if _, err := svc.Interrupt(ctx, api.InterruptParams{RunID: run, By: "drover interrupt"}); err != nil {
 					return controlError(run, err)
 				}
-				if _, err := waitRecorded(ctx, sup, run, after, func(ev drover.Event) bool {
+				if _, err := waitRecorded(ctx, svc, run, r.LastSeq, func(ev drover.Event) bool {
 					return ev.Type == drover.TypeInterrupt
 				}); err != nil {
 					return err
 				}
 				sess := "SESSION"
-				if r, err := st.GetRun(ctx, run); err == nil && r.SessionID != "" {
+				if r.SessionID != "" {
 					sess = r.SessionID
 				}
-				fmt.Fprintf(e.stderr, "drover: %s: interrupted; continue its session with: drover run --session %s -a %s PROMPT\n", run, sess, agentOf(ctx, st, run))
+				fmt.Fprintf(e.stderr, "drover: %s: interrupted; continue its session with: drover run --session %s -a %s PROMPT\n", run, sess, r.Agent)
 				return nil
 			})
 		},
 	}
 	addDBFlag(cmd, &db)
 	return cmd
-}
-
-// agentOf is run's agent, "AGENT" when unknown.
-func agentOf(ctx context.Context, st store.Store, run string) string {
-	if r, err := st.GetRun(ctx, run); err == nil {
-		return r.Agent
-	}
-	return "AGENT"
 }

@@ -4,7 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 
-	"github.com/drover-run/drover/runs"
+	"github.com/drover-run/drover/api"
 	"github.com/drover-run/drover/store"
 	"github.com/spf13/cobra"
 )
@@ -18,16 +18,16 @@ func newWaitCmd(e *env) *cobra.Command {
 		Args:  cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
-			return e.withRuns(ctx, db, args, func(sup *runs.Supervisor, _ store.Store) error {
-				rs, err := sup.Await(ctx, args...)
+			return e.withRunService(ctx, db, args, func(svc api.Service) error {
+				res, err := svc.Await(ctx, api.AwaitParams{Runs: args})
 				if err != nil {
 					if ctx.Err() != nil {
 						return exitError{ExitInterrupted}
 					}
-					return err
+					return serviceError(err)
 				}
 				failed := false
-				for _, r := range rs {
+				for _, r := range res.Runs {
 					failed = failed || r.Status != store.StatusCompleted
 					if asJSON {
 						if err := json.NewEncoder(e.stdout).Encode(r); err != nil {

@@ -30,6 +30,7 @@ func newWorkerCmd(e *env) *cobra.Command {
 	var fakeOn bool
 	cmd := &cobra.Command{
 		Use:   "worker --db postgres://… [--agents claude,codex] [--labels a,b] [--limit N]",
+		PersistentPreRunE: localOnlyPreRun(e, "worker"),
 		Short: "Run queued runs from a shared PostgreSQL ledger (scale-out)",
 		Long: `Serve the shared run queue of a PostgreSQL ledger (docs/scale-out.md): claim
 the queued runs (drover serve --queue, drover run --queue) whose agent this
@@ -197,6 +198,7 @@ func newWorkersCmd(e *env) *cobra.Command {
 	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "workers",
+		PersistentPreRunE: localOnlyPreRun(e, "workers"),
 		Short: "List the drover workers of a PostgreSQL ledger",
 		Long: `List every drover worker that registered in the PostgreSQL ledger
 (docs/scale-out.md): its id, host, agents, labels, state — live (heartbeating),
