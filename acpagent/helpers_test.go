@@ -16,6 +16,7 @@ import (
 	"github.com/drover-run/drover"
 	"github.com/drover-run/drover/acpagent"
 	"github.com/drover-run/drover/acpagent/editortest"
+	"github.com/drover-run/drover/api"
 	"github.com/drover-run/drover/engine"
 	"github.com/drover-run/drover/internal/testkit/agenttest"
 	"github.com/drover-run/drover/runs"
@@ -132,7 +133,7 @@ func (f *fixture) connect(cfg acpagent.Config) *client {
 	outR, outW := io.Pipe()
 	c := &client{t: f.t, ed: editortest.New(), in: inW, served: make(chan error, 1)}
 	go func() {
-		err := acpagent.Serve(context.Background(), f.sup, cfg, inR, outW)
+		err := acpagent.Serve(context.Background(), api.NewLocal(f.sup, api.Config{AllowAutonomous: true}), cfg, inR, outW)
 		outW.Close()
 		inR.Close()
 		c.served <- err

@@ -114,7 +114,7 @@ func (a *agent) reopen(id, cwd string, servers []acp.McpServer) (*session, []sto
 		return nil, nil, invalidParams("cwd %q is not an absolute path", cwd)
 	}
 	g, err := a.svc.Get(a.ctx, api.GetParams{SessionID: id})
-	if err != nil && api.ErrorOf(err).Code == api.CodeNotFound {
+	if err != nil && api.CodeOf(err) == api.CodeNotFound {
 		return nil, nil, notFound("unknown session %q (see 'drover sessions')", id)
 	} else if err != nil {
 		return nil, nil, internal(err)

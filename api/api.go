@@ -107,22 +107,22 @@ type RunParams struct {
 	// strings or milliseconds). options.sessionId continues a drover
 	// session (LED-4); options.timeout is the run's timeout (RUN-4), else
 	// the supervisor's default.
-	Options *drover.Options `json:"options,omitempty"`
+	Options *drover.Options `json:"options,omitempty" jsonschema:"the run's options: tier, cwd, model, timeout, maxTurns, …"`
 	// Parent makes the run a child of an active run (RUN-5).
-	Parent string `json:"parent,omitempty"`
+	Parent string `json:"parent,omitempty" jsonschema:"make the run a child of this active run"`
 	// Fork starts a new session from the end of this earlier run.
-	Fork string `json:"fork,omitempty"`
+	Fork string `json:"fork,omitempty" jsonschema:"start a new session from the end of this earlier run"`
 	// NewSession creates the session options.sessionId names for the
 	// run's conversation, rather than continuing it (a client that names
 	// its sessions itself: an ACP editor). It must not exist yet.
-	NewSession bool `json:"newSession,omitempty"`
+	NewSession bool `json:"newSession,omitempty" jsonschema:"create the session options.sessionId names, for a new conversation"`
 	// Labels and Retries are for a service that queues runs for workers
 	// (drover serve --queue, docs/scale-out.md): only workers carrying
 	// every label may run it, and it is run anew up to Retries times if
 	// its worker is lost. Refused (VALIDATION) by one that runs runs
 	// itself.
-	Labels  []string `json:"labels,omitempty"`
-	Retries int      `json:"retries,omitempty"`
+	Labels  []string `json:"labels,omitempty" jsonschema:"for a queued run: only workers with all these labels may run it"`
+	Retries int      `json:"retries,omitempty" jsonschema:"for a queued run: how many times it is run again if its worker is lost"`
 }
 
 // CheckResult is what "check" answers for a run Run would start.
@@ -371,7 +371,11 @@ func Errorf(code, format string, a ...any) *Error {
 
 // ErrorOf classifies err as an *Error: one already is; the store's and
 // the engine's errors by what they mean; anything else INTERNAL_ERROR.
+// ErrorOf(nil) is nil.
 func ErrorOf(err error) *Error {
+	if err == nil {
+		return nil
+	}
 	var e *Error
 	if errors.As(err, &e) {
 		return e
@@ -391,6 +395,14 @@ func ErrorOf(err error) *Error {
 		code = CodeBoundaryViolation
 	}
 	return &Error{Code: code, Message: err.Error(), err: err}
+}
+
+// CodeOf is the code of ErrorOf(err), "" for nil.
+func CodeOf(err error) string {
+	if err == nil {
+		return ""
+	}
+	return ErrorOf(err).Code
 }
 
 // clientKey is the context key of WithClient.

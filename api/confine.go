@@ -96,7 +96,8 @@ func (c *Confined) bound(ctx context.Context, p RunParams) (RunParams, error) {
 			limit, why = parent.tier, "the tier of the run this server works for ("+c.root+"): a nested run never has more permissions than its parent"
 		}
 	}
-	if opts.Tier != "" {
+	switch {
+	case opts.Tier != "":
 		t, err := drover.ParseTier(string(opts.Tier))
 		if err != nil {
 			return p, Errorf(CodeValidation, "%v", err)
@@ -105,8 +106,11 @@ func (c *Confined) bound(ctx context.Context, p RunParams) (RunParams, error) {
 			return p, Errorf(CodeBoundaryViolation, "tier %s is above %s, %s; ask for %s or less", t, limit, why, limit)
 		}
 		opts.Tier = t
-	} else if rank(drover.DefaultTier) > rank(limit) {
+	case rank(drover.DefaultTier) > rank(limit):
 		opts.Tier = limit
+	default:
+		// Recorded as the tier it is, whatever the default may become.
+		opts.Tier = drover.DefaultTier
 	}
 	if c.root != "" {
 		if on, explicit := opts.Containment(); parent.contained && !on {
@@ -159,7 +163,7 @@ type rootBounds struct {
 func (c *Confined) rootBounds(ctx context.Context) (rootBounds, error) {
 	g, err := c.svc.Get(ctx, GetParams{RunID: c.root, RecordOnly: true})
 	if err != nil {
-		if ErrorOf(err).Code == CodeNotFound {
+		if CodeOf(err) == CodeNotFound {
 			return rootBounds{}, Errorf(CodeValidation, "the run this server works for (%s) has ended: no run can start under it", c.root)
 		}
 		return rootBounds{}, err
@@ -235,7 +239,7 @@ func (c *Confined) within(ctx context.Context, strict bool, ids ...string) error
 			}
 			continue
 		}
-		notFound := Errorf(CodeNotFound, "no run %q among the runs started from here (a client inside a run sees only the runs started from inside it)", id)
+		notFound := Errorf(CodeNotFound, "no run %q among the runs started through this server (a client inside a run sees the runs started from inside it, and their descendants)", id)
 		seen := map[string]bool{}
 		for cur := id; ; {
 			if slices.Contains(started, cur) {
@@ -243,7 +247,7 @@ func (c *Confined) within(ctx context.Context, strict bool, ids ...string) error
 			}
 			g, err := c.svc.Get(ctx, GetParams{RunID: cur, RecordOnly: true})
 			switch {
-			case err != nil && ErrorOf(err).Code == CodeNotFound:
+			case err != nil && CodeOf(err) == CodeNotFound:
 				return notFound
 			case err != nil:
 				return err

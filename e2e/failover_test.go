@@ -4,13 +4,15 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
-	droverruns "github.com/drover-run/drover/runs"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/drover-run/drover/api"
+	droverruns "github.com/drover-run/drover/runs"
 
 	"github.com/drover-run/drover"
 	"github.com/drover-run/drover/adapter/codex"
@@ -470,7 +472,7 @@ func TestSEC3_FailoverProfilesThroughProtocol(t *testing.T) {
 
 	zero := 0
 	var seen []any // every response, to search for the keys
-	res, err := c.Run(ctx, protocol.RunParams{Agent: "claude", Prompt: "say hello", Options: &drover.Options{
+	res, err := c.Run(ctx, api.RunParams{Agent: "claude", Prompt: "say hello", Options: &drover.Options{
 		Binary: bin, Cwd: t.TempDir(), Tier: drover.TierDryRun, Timeout: time.Minute,
 		Endpoint: &drover.Endpoint{BaseURL: url}, APIRetries: &zero, ConfigDir: filepath.Join(home, "claude"),
 		Env: map[string]string{"HOME": home},
@@ -482,7 +484,7 @@ func TestSEC3_FailoverProfilesThroughProtocol(t *testing.T) {
 		t.Fatal(err)
 	}
 	seen = append(seen, res)
-	runs, err := c.Await(ctx, res.RunID)
+	runs, err := awaitIDs(ctx, c, res.RunID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -490,11 +492,11 @@ func TestSEC3_FailoverProfilesThroughProtocol(t *testing.T) {
 	if runs[0].Status != store.StatusCompleted {
 		t.Fatalf("run %+v\n%s", runs[0], stderr.String())
 	}
-	got, err := c.Get(ctx, protocol.GetParams{RunID: res.RunID})
+	got, err := c.Get(ctx, api.GetParams{RunID: res.RunID})
 	if err != nil {
 		t.Fatal(err)
 	}
-	evs, err := c.Events(ctx, protocol.EventsParams{RunID: res.RunID})
+	evs, err := c.Events(ctx, api.EventsParams{RunID: res.RunID})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/drover-run/drover"
+	"github.com/drover-run/drover/api"
 	"github.com/drover-run/drover/fakemodel"
 	"github.com/drover-run/drover/protocol"
 	"github.com/drover-run/drover/store"
@@ -77,11 +78,11 @@ func TestPRO1_ServeStdioChildProcess(t *testing.T) {
 			Env: map[string]string{"HOME": dir, "XDG_CONFIG_HOME": filepath.Join(dir, ".config")},
 		}
 	}
-	fast, err := c.Run(ctx, protocol.RunParams{Agent: "claude", Prompt: "say hello", Options: opts("fast")})
+	fast, err := c.Run(ctx, api.RunParams{Agent: "claude", Prompt: "say hello", Options: opts("fast")})
 	if err != nil {
 		t.Fatal(err)
 	}
-	slow, err := c.Run(ctx, protocol.RunParams{Agent: "claude", Prompt: "take your time", Options: opts("slow")})
+	slow, err := c.Run(ctx, api.RunParams{Agent: "claude", Prompt: "take your time", Options: opts("slow")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,7 +116,7 @@ func TestPRO1_ServeStdioChildProcess(t *testing.T) {
 		seqs[e.RunID] = e.Seq
 		if e.RunID == slow.RunID && e.Type == drover.TypeInit && !cancelled {
 			time.Sleep(500 * time.Millisecond) // let the CLI send its request
-			if err := c.Cancel(ctx, slow.RunID); err != nil {
+			if err := cancelID(ctx, c, slow.RunID); err != nil {
 				t.Fatal(err)
 			}
 			cancelled = true
@@ -131,14 +132,14 @@ func TestPRO1_ServeStdioChildProcess(t *testing.T) {
 		t.Errorf("slow run done %+v", d)
 	}
 
-	rs, err := c.Await(ctx, fast.RunID, slow.RunID)
+	rs, err := awaitIDs(ctx, c, fast.RunID, slow.RunID)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if rs[0].Status != store.StatusCompleted || rs[1].Status != store.StatusFailed || rs[1].Error != store.ReasonCancelled {
 		t.Fatalf("await: %+v / %+v", rs[0], rs[1])
 	}
-	got, err := c.Get(ctx, protocol.GetParams{RunID: fast.RunID})
+	got, err := c.Get(ctx, api.GetParams{RunID: fast.RunID})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -155,8 +155,8 @@ func (s *Server) start(ctx context.Context, in RunInput) (*runs.Started, error) 
 		s.cfg.Defaults(&opts)
 	}
 	started, err := s.svc.Run(ctx, api.RunParams{Agent: in.Agent, Prompt: in.Prompt, Options: &opts})
-	if err != nil && strings.Contains(err.Error(), drover.ErrUnknownAgent.Error()) {
-		return nil, fmt.Errorf("%s (list_agents names the agents)", api.ErrorOf(err).Message)
+	if err != nil && strings.HasPrefix(api.ErrorOf(err).Message, drover.ErrUnknownAgent.Error()) {
+		return nil, fmt.Errorf("%s %q (list_agents names the agents)", drover.ErrUnknownAgent, in.Agent)
 	}
 	if err != nil {
 		return nil, errors.New(api.ErrorOf(err).Message)

@@ -17,6 +17,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/drover-run/drover"
+	"github.com/drover-run/drover/api"
 	"github.com/drover-run/drover/engine"
 	"github.com/drover-run/drover/internal/testkit/agenttest"
 	"github.com/drover-run/drover/mcpserver"
@@ -128,7 +129,7 @@ type client struct {
 // cleanup closes the session and waits for Serve to return.
 func connect(t *testing.T, sup *runs.Supervisor, cfg mcpserver.Config) *client {
 	t.Helper()
-	srv, err := mcpserver.New(sup, cfg)
+	srv, err := mcpserver.New(api.NewLocal(sup, api.Config{AllowAutonomous: true}), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -215,8 +216,10 @@ func (c *client) ledgerRun(id string) *store.Run {
 	return r
 }
 
-// TestMCP1_ToolsAndSchemas: the six tools are offered, each argument
-// described for the model; run_agent's tier is one of the four.
+// TestMCP1_ToolsAndSchemas: a tool for each operation an agent may call
+// (api.Ops), and run_agent, are offered, each argument described for the
+// model; run_agent's tier is one of the four; respond, which answers
+// permission requests, is not offered.
 func TestMCP1_ToolsAndSchemas(t *testing.T) {
 	c := connect(t, newLedger(t).supervisor(t, "a:1"), mcpserver.Config{})
 	res, err := c.session.ListTools(context.Background(), nil)
@@ -258,7 +261,8 @@ func TestMCP1_ToolsAndSchemas(t *testing.T) {
 		}
 	}
 	slices.Sort(names)
-	if want := []string{"await_run", "cancel_run", "get_run", "list_agents", "run_agent", "start_run"}; !slices.Equal(names, want) {
+	if want := []string{"await_run", "cancel_run", "check_run", "drover_info", "get_run", "interrupt_run", "list_agents", "list_runs",
+		"run_agent", "run_events", "start_run", "steer_run"}; !slices.Equal(names, want) {
 		t.Fatalf("tools %v, want %v", names, want)
 	}
 }
@@ -369,13 +373,19 @@ func TestMCP1_ArgumentErrors(t *testing.T) {
 		{"get_run", map[string]any{"runId": "run_nope"}, `no run "run_nope"`},
 		{"get_run", map[string]any{"runId": other.RunID}, "among the runs started through this server"},
 		{"cancel_run", map[string]any{"runId": other.RunID}, "among the runs started through this server"},
-		{"list_agents", map[string]any{}, "internal error in list_agents: availability exploded"},
 	} {
 		got := c.failed(tc.tool, tc.args)
 		t.Logf("%s %v: %s", tc.tool, tc.args, got)
 		if !strings.Contains(got, tc.want) {
 			t.Errorf("%s %v: %q, want it to say %q", tc.tool, tc.args, got, tc.want)
 		}
+	}
+	// An agent whose check panics is listed with the error; the others
+	// are listed as usual.
+	agents := ok[mcpserver.Agents](c, "list_agents", map[string]any{})
+	if i := slices.IndexFunc(agents.Agents, func(a mcpserver.Agent) bool { return a.ID == "panicky" }); i < 0 ||
+		agents.Agents[i].Installed || !strings.Contains(agents.Agents[i].Error, "internal error checking panicky: availability exploded") {
+		t.Errorf("list_agents %+v", agents)
 	}
 	if r := ok[mcpserver.Run](c, "run_agent", map[string]any{"agent": "echo", "prompt": "still here"}); r.Status != "completed" {
 		t.Fatalf("after the errors: %+v", r)

@@ -9,6 +9,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/drover-run/drover"
+	"github.com/drover-run/drover/api"
 	"github.com/drover-run/drover/mcpserver"
 	"github.com/drover-run/drover/protocol"
 	"github.com/drover-run/drover/runs"
@@ -17,9 +18,9 @@ import (
 
 // connectOver is connect for a server over backend b; sup is the
 // supervisor whose ledger the test reads.
-func connectOver(t *testing.T, b mcpserver.Backend, sup *runs.Supervisor, cfg mcpserver.Config) *client {
+func connectOver(t *testing.T, b api.Service, sup *runs.Supervisor, cfg mcpserver.Config) *client {
 	t.Helper()
-	srv, err := mcpserver.NewOver(b, cfg)
+	srv, err := mcpserver.New(b, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,7 +45,7 @@ func connectOver(t *testing.T, b mcpserver.Backend, sup *runs.Supervisor, cfg mc
 func TestMCP1_NestedThroughTheParentsSocket(t *testing.T) {
 	l := newLedger(t)
 	outer := l.supervisor(t, "outer:1")
-	sock, err := outer.ServeNested(protocol.NewServer(outer, protocol.Config{ShutdownGrace: 100 * time.Millisecond}).ServeNested)
+	sock, err := outer.ServeNested(protocol.NewServer(api.NewLocal(outer, api.Config{}), protocol.Config{ShutdownGrace: 100 * time.Millisecond, Authenticate: outer.TokenRun}).ServeNested)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,7 +70,7 @@ func TestMCP1_NestedThroughTheParentsSocket(t *testing.T) {
 	if auth.RunID != parent.RunID {
 		t.Fatalf("auth: run %s, want %s", auth.RunID, parent.RunID)
 	}
-	c := connectOver(t, mcpserver.Remote(pc), outer, mcpserver.Config{ParentID: auth.RunID, MaxTier: drover.TierAutonomous})
+	c := connectOver(t, pc, outer, mcpserver.Config{ParentID: auth.RunID, MaxTier: drover.TierAutonomous})
 
 	r := ok[mcpserver.Run](c, "run_agent", map[string]any{"agent": "echo", "prompt": "child"})
 	if r.ParentID != parent.RunID || r.Result != "done: child" || c.ledgerRun(r.RunID).Owner != "outer:1" {
@@ -132,7 +133,7 @@ func TestMCP1_NestedThroughTheParentsSocket(t *testing.T) {
 func TestMCP1_NestedSessionEndCancelsItsRuns(t *testing.T) {
 	l := newLedger(t)
 	outer := l.supervisor(t, "outer:1")
-	sock, err := outer.ServeNested(protocol.NewServer(outer, protocol.Config{ShutdownGrace: 100 * time.Millisecond}).ServeNested)
+	sock, err := outer.ServeNested(protocol.NewServer(api.NewLocal(outer, api.Config{}), protocol.Config{ShutdownGrace: 100 * time.Millisecond, Authenticate: outer.TokenRun}).ServeNested)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -150,7 +151,7 @@ func TestMCP1_NestedSessionEndCancelsItsRuns(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer pc.Close()
-	c := connectOver(t, mcpserver.Remote(pc), outer, mcpserver.Config{ParentID: parent.RunID})
+	c := connectOver(t, pc, outer, mcpserver.Config{ParentID: parent.RunID})
 	going := ok[runs.Started](c, "start_run", map[string]any{"agent": "hang", "prompt": "going"})
 	if err := c.close(); err != nil {
 		t.Fatalf("Serve: %v", err)

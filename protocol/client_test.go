@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/drover-run/drover"
+	"github.com/drover-run/drover/api"
 	"github.com/drover-run/drover/protocol"
 	"github.com/drover-run/drover/store"
 )
@@ -37,7 +38,7 @@ func TestClient_RunSubscribeAwaitGetListEvents(t *testing.T) {
 	f := newFixture(t, protocol.Config{})
 	c, _ := f.connect(t)
 	ctx := context.Background()
-	run, err := c.Run(ctx, protocol.RunParams{Agent: "quick", Prompt: "5", Options: &drover.Options{Tier: drover.TierDryRun, IdleTimeout: time.Minute, Timeout: time.Minute}})
+	run, err := c.Run(ctx, api.RunParams{Agent: "quick", Prompt: "5", Options: &drover.Options{Tier: drover.TierDryRun, IdleTimeout: time.Minute, Timeout: time.Minute}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,19 +67,19 @@ func TestClient_RunSubscribeAwaitGetListEvents(t *testing.T) {
 	}
 	for range sub.Events() { // closed after Unsubscribe
 	}
-	rs, err := c.Await(ctx, run.RunID)
+	rs, err := awaitIDs(ctx, c, run.RunID)
 	if err != nil || rs[0].Status != store.StatusCompleted || rs[0].Timeout != time.Minute {
 		t.Fatalf("await %+v %v", rs, err)
 	}
-	got, err := c.Get(ctx, protocol.GetParams{RunID: run.RunID})
+	got, err := c.Get(ctx, api.GetParams{RunID: run.RunID})
 	if err != nil || got.Run.ID != run.RunID || len(got.Messages) != 6 {
 		t.Fatalf("get %+v %v", got, err)
 	}
-	list, err := c.List(ctx, protocol.ListParams{Agent: "quick"})
+	list, err := listRuns(ctx, c, api.ListParams{Agent: "quick"})
 	if err != nil || len(list) != 1 {
 		t.Fatalf("list %+v %v", list, err)
 	}
-	evs, err := c.Events(ctx, protocol.EventsParams{RunID: run.RunID, AfterSeq: 4})
+	evs, err := c.Events(ctx, api.EventsParams{RunID: run.RunID, AfterSeq: 4})
 	if err != nil || len(evs.Events) != 2 {
 		t.Fatalf("events %+v %v", evs, err)
 	}
@@ -88,27 +89,27 @@ func TestClient_Errors(t *testing.T) {
 	f := newFixture(t, protocol.Config{})
 	c, _ := f.connect(t)
 	ctx := context.Background()
-	var pe *protocol.Error
-	if _, err := c.Get(ctx, protocol.GetParams{RunID: "run_nope"}); !errors.As(err, &pe) || pe.Code != protocol.CodeNotFound {
+	var pe *api.Error
+	if _, err := c.Get(ctx, api.GetParams{RunID: "run_nope"}); !errors.As(err, &pe) || pe.Code != api.CodeNotFound {
 		t.Errorf("get unknown: %v", err)
 	}
-	if _, err := c.Run(ctx, protocol.RunParams{Agent: "nosuch", Prompt: "x"}); !errors.As(err, &pe) || pe.Code != protocol.CodeValidation {
+	if _, err := c.Run(ctx, api.RunParams{Agent: "nosuch", Prompt: "x"}); !errors.As(err, &pe) || pe.Code != api.CodeValidation {
 		t.Errorf("unknown agent: %v", err)
 	}
-	if err := c.Cancel(ctx, "run_nope"); err != nil {
+	if err := cancelID(ctx, c, "run_nope"); err != nil {
 		t.Errorf("cancel unknown: %v", err)
 	}
 	// A call abandoned by its context does not disturb later ones.
-	hang, _ := c.Run(ctx, protocol.RunParams{Agent: "hang", Prompt: "x"})
+	hang, _ := c.Run(ctx, api.RunParams{Agent: "hang", Prompt: "x"})
 	short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
 	defer cancel()
-	if _, err := c.Await(short, hang.RunID); !errors.Is(err, context.DeadlineExceeded) {
+	if _, err := awaitIDs(short, c, hang.RunID); !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("await with deadline: %v", err)
 	}
-	if err := c.Cancel(ctx, hang.RunID); err != nil {
+	if err := cancelID(ctx, c, hang.RunID); err != nil {
 		t.Fatal(err)
 	}
-	if rs, err := c.Await(ctx, hang.RunID); err != nil || rs[0].Error != store.ReasonCancelled {
+	if rs, err := awaitIDs(ctx, c, hang.RunID); err != nil || rs[0].Error != store.ReasonCancelled {
 		t.Fatalf("await %+v %v", rs, err)
 	}
 }
@@ -121,12 +122,12 @@ func TestClient_Concurrent(t *testing.T) {
 	var wg sync.WaitGroup
 	for range 20 {
 		wg.Go(func() {
-			run, err := c.Run(ctx, protocol.RunParams{Agent: "quick", Prompt: "2"})
+			run, err := c.Run(ctx, api.RunParams{Agent: "quick", Prompt: "2"})
 			if err != nil {
 				t.Error(err)
 				return
 			}
-			rs, err := c.Await(ctx, run.RunID)
+			rs, err := awaitIDs(ctx, c, run.RunID)
 			if err != nil || rs[0].ID != run.RunID || rs[0].Status != store.StatusCompleted {
 				t.Errorf("await %s: %+v %v", run.RunID, rs, err)
 			}
@@ -141,7 +142,7 @@ func TestClient_CloseCancelsRuns(t *testing.T) {
 	f := newFixture(t, protocol.Config{})
 	c, served := f.connect(t)
 	ctx := context.Background()
-	run, err := c.Run(ctx, protocol.RunParams{Agent: "hang", Prompt: "x"})
+	run, err := c.Run(ctx, api.RunParams{Agent: "hang", Prompt: "x"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -162,7 +163,7 @@ func TestClient_CloseCancelsRuns(t *testing.T) {
 	if rs := await(t, f.sup, run.RunID); rs[0].Error != store.ReasonCancelled {
 		t.Fatalf("run %+v", rs[0])
 	}
-	if _, err := c.List(ctx, protocol.ListParams{}); !errors.Is(err, protocol.ErrClientClosed) {
+	if _, err := listRuns(ctx, c, api.ListParams{}); !errors.Is(err, protocol.ErrClientClosed) {
 		t.Fatalf("call after Close: %v", err)
 	}
 }
@@ -181,7 +182,7 @@ func TestClient_SubscribeAllCursor(t *testing.T) {
 	if first.Synced == nil {
 		t.Fatalf("first: %+v, want the synced notice", first)
 	}
-	run, err := c.Run(ctx, protocol.RunParams{Agent: "quick", Prompt: "2"})
+	run, err := c.Run(ctx, api.RunParams{Agent: "quick", Prompt: "2"})
 	if err != nil {
 		t.Fatal(err)
 	}

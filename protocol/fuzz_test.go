@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/drover-run/drover/api"
 	"github.com/drover-run/drover/protocol"
 )
 
@@ -53,13 +54,13 @@ func checkLine(t *testing.T, srv *protocol.Server, input []byte) {
 	for sc.Scan() {
 		var l struct {
 			ID    json.RawMessage `json:"id"`
-			Error *protocol.Error `json:"error"`
+			Error *api.Error      `json:"error"`
 		}
 		if err := json.Unmarshal(sc.Bytes(), &l); err != nil {
 			t.Fatalf("input %q: output line is not JSON: %q", input, sc.Bytes())
 		}
 		if string(l.ID) == `"probe"` {
-			probed = l.Error != nil && l.Error.Code == protocol.CodeNotFound
+			probed = l.Error != nil && l.Error.Code == api.CodeNotFound
 		}
 	}
 	if !probed {

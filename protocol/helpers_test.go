@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/drover-run/drover"
+	"github.com/drover-run/drover/api"
 	"github.com/drover-run/drover/engine"
 	"github.com/drover-run/drover/internal/testkit/agenttest"
 	"github.com/drover-run/drover/protocol"
@@ -91,10 +92,16 @@ func agents() []*agent {
 type fixture struct {
 	st  store.Store
 	sup *runs.Supervisor
+	svc api.Service
 	srv *protocol.Server
 }
 
 func newFixture(t testing.TB, cfg protocol.Config) *fixture {
+	return newFixtureWith(t, cfg, api.Config{})
+}
+
+// newFixtureWith is newFixture with the service's own configuration.
+func newFixtureWith(t testing.TB, cfg protocol.Config, acfg api.Config) *fixture {
 	t.Helper()
 	st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "drover.db"))
 	if err != nil {
@@ -121,7 +128,11 @@ func newFixture(t testing.TB, cfg protocol.Config) *fixture {
 	if cfg.Poll == 0 {
 		cfg.Poll = 50 * time.Millisecond
 	}
-	return &fixture{st: st, sup: sup, srv: protocol.NewServer(sup, cfg)}
+	if cfg.Authenticate == nil {
+		cfg.Authenticate = sup.TokenRun
+	}
+	svc := api.NewLocal(sup, acfg)
+	return &fixture{st: st, sup: sup, svc: svc, srv: protocol.NewServer(svc, cfg)}
 }
 
 // wire is a raw JSON-lines connection to Serve over in-memory pipes.
@@ -138,7 +149,7 @@ type wire struct {
 type line struct {
 	ID           json.RawMessage  `json:"id"`
 	Result       json.RawMessage  `json:"result"`
-	Error        *protocol.Error  `json:"error"`
+	Error        *api.Error       `json:"error"`
 	Subscription string           `json:"subscription"`
 	Cursor       int64            `json:"cursor"`
 	Event        *json.RawMessage `json:"event"`
@@ -296,4 +307,37 @@ func newReader(r io.Reader) *bufio.Reader { return bufio.NewReader(r) }
 func (f *fixture) start(req runs.StartRequest) (string, error) {
 	started, err := f.sup.Start(context.Background(), req)
 	return started.RunID, err
+}
+
+// awaitIDs awaits ids through c.
+func awaitIDs(ctx context.Context, c *protocol.Client, ids ...string) ([]store.Run, error) {
+	r, err := c.Await(ctx, api.AwaitParams{Runs: ids})
+	if err != nil {
+		return nil, err
+	}
+	return r.Runs, nil
+}
+
+// cancelID cancels run id through c.
+func cancelID(ctx context.Context, c *protocol.Client, id string) error {
+	_, err := c.Cancel(ctx, api.RunIDParams{RunID: id})
+	return err
+}
+
+// listRuns lists runs through c.
+func listRuns(ctx context.Context, c *protocol.Client, p api.ListParams) ([]store.Run, error) {
+	r, err := c.List(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	return r.Runs, nil
+}
+
+// listAgents lists agents through c.
+func listAgents(ctx context.Context, c *protocol.Client) ([]api.AgentInfo, error) {
+	r, err := c.Agents(ctx, api.AgentsParams{})
+	if err != nil {
+		return nil, err
+	}
+	return r.Agents, nil
 }

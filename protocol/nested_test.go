@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/drover-run/drover"
+	"github.com/drover-run/drover/api"
 	"github.com/drover-run/drover/engine"
 	"github.com/drover-run/drover/protocol"
 	"github.com/drover-run/drover/runs"
@@ -63,7 +64,7 @@ func newNestedFixture(t *testing.T) *nestedFixture {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { sup.Close() })
-	srv := protocol.NewServer(sup, protocol.Config{ShutdownGrace: 100 * time.Millisecond})
+	srv := protocol.NewServer(api.NewLocal(sup, api.Config{}), protocol.Config{ShutdownGrace: 100 * time.Millisecond, Authenticate: sup.TokenRun})
 	if f.sock, err = sup.ServeNested(srv.ServeNested); err != nil {
 		t.Fatal(err)
 	}
@@ -112,7 +113,7 @@ func (f *nestedFixture) dial(t *testing.T, token string) (*protocol.Client, stri
 
 // code is err's protocol error code, "" when it is none.
 func code(err error) string {
-	var pe *protocol.Error
+	var pe *api.Error
 	if errors.As(err, &pe) {
 		return pe.Code
 	}
@@ -145,7 +146,7 @@ func TestMCP1_NestedTokenRequired(t *testing.T) {
 	for _, first := range []string{`{"id":1,"op":"list"}`, `{"id":1,"op":"auth"}`, `{"id":1,"op":"auth","token":"0000"}`, `not json`} {
 		resp, open := raw(first)
 		var l line
-		if err := json.Unmarshal([]byte(resp), &l); err != nil || l.Error == nil || l.Error.Code != protocol.CodeUnauthorized {
+		if err := json.Unmarshal([]byte(resp), &l); err != nil || l.Error == nil || l.Error.Code != api.CodeUnauthorized {
 			t.Errorf("%s: answered %s", first, resp)
 		}
 		if open {
@@ -158,7 +159,7 @@ func TestMCP1_NestedTokenRequired(t *testing.T) {
 	if root != id {
 		t.Fatalf("auth says run %s, want %s", root, id)
 	}
-	if _, err := c.List(ctx, protocol.ListParams{}); err != nil {
+	if _, err := listRuns(ctx, c, api.ListParams{}); err != nil {
 		t.Fatal(err)
 	}
 	if err := f.sup.Cancel(ctx, id); err != nil {
@@ -168,7 +169,7 @@ func TestMCP1_NestedTokenRequired(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, _, err := protocol.DialNested(ctx, f.sock, token)
-	if code(err) != protocol.CodeUnauthorized || !strings.Contains(err.Error(), f.sock) {
+	if code(err) != api.CodeUnauthorized || !strings.Contains(err.Error(), f.sock) {
 		t.Fatalf("the token of an ended run: %v", err)
 	}
 	_, _, err = protocol.DialNested(ctx, filepath.Join(t.TempDir(), "gone"), token)
@@ -189,11 +190,11 @@ func TestMCP1_NestedConnectionIsConfinedToItsRun(t *testing.T) {
 	c, _ := f.dial(t, token)
 
 	// Children only, within the parent's tier and containment.
-	child, err := c.Run(ctx, protocol.RunParams{Agent: "quick", Prompt: "2"})
+	child, err := c.Run(ctx, api.RunParams{Agent: "quick", Prompt: "2"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	rs, err := c.Await(ctx, child.RunID)
+	rs, err := awaitIDs(ctx, c, child.RunID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -207,20 +208,20 @@ func TestMCP1_NestedConnectionIsConfinedToItsRun(t *testing.T) {
 	no := false
 	for _, tc := range []struct {
 		name string
-		p    protocol.RunParams
+		p    api.RunParams
 		code string
 	}{
-		{"another parent", protocol.RunParams{Agent: "quick", Prompt: "1", Parent: other}, protocol.CodeBoundaryViolation},
-		{"above the tier", protocol.RunParams{Agent: "quick", Prompt: "1", Options: &drover.Options{Tier: drover.TierAutonomous}}, protocol.CodeBoundaryViolation},
-		{"uncontained", protocol.RunParams{Agent: "quick", Prompt: "1", Options: &drover.Options{Contain: &no}}, protocol.CodeBoundaryViolation},
-		{"environment", protocol.RunParams{Agent: "quick", Prompt: "1", Options: &drover.Options{Env: map[string]string{"X": "1"}}}, protocol.CodeValidation},
-		{"failover profiles", protocol.RunParams{Agent: "quick", Prompt: "1", Options: &drover.Options{Failover: &drover.Failover{Profiles: []drover.Profile{{Name: "p", Env: map[string]string{"LD_PRELOAD": "/x.so"}}}}}}, protocol.CodeValidation},
-		{"rules", protocol.RunParams{Agent: "quick", Prompt: "1", Options: &drover.Options{PermissionRules: []drover.PermissionRule{{Tool: "Bash", Behavior: drover.Allow}}}}, protocol.CodeValidation},
-		{"fork", protocol.RunParams{Agent: "quick", Prompt: "1", Fork: child.RunID}, protocol.CodeValidation},
-		{"a config home elsewhere", protocol.RunParams{Agent: "quick", Prompt: "1", Options: &drover.Options{ConfigDir: t.TempDir()}}, protocol.CodeBoundaryViolation},
+		{"another parent", api.RunParams{Agent: "quick", Prompt: "1", Parent: other}, api.CodeBoundaryViolation},
+		{"above the tier", api.RunParams{Agent: "quick", Prompt: "1", Options: &drover.Options{Tier: drover.TierAutonomous}}, api.CodeBoundaryViolation},
+		{"uncontained", api.RunParams{Agent: "quick", Prompt: "1", Options: &drover.Options{Contain: &no}}, api.CodeBoundaryViolation},
+		{"environment", api.RunParams{Agent: "quick", Prompt: "1", Options: &drover.Options{Env: map[string]string{"X": "1"}}}, api.CodeValidation},
+		{"failover profiles", api.RunParams{Agent: "quick", Prompt: "1", Options: &drover.Options{Failover: &drover.Failover{Profiles: []drover.Profile{{Name: "p", Env: map[string]string{"LD_PRELOAD": "/x.so"}}}}}}, api.CodeValidation},
+		{"rules", api.RunParams{Agent: "quick", Prompt: "1", Options: &drover.Options{PermissionRules: []drover.PermissionRule{{Tool: "Bash", Behavior: drover.Allow}}}}, api.CodeValidation},
+		{"fork", api.RunParams{Agent: "quick", Prompt: "1", Fork: child.RunID}, api.CodeValidation},
+		{"a config home elsewhere", api.RunParams{Agent: "quick", Prompt: "1", Options: &drover.Options{ConfigDir: t.TempDir()}}, api.CodeBoundaryViolation},
 		// Within the parent's directories the boundary holds; the fake
 		// agent then refuses a config home (it has none).
-		{"a config home in the parent's cwd", protocol.RunParams{Agent: "quick", Prompt: "1", Options: &drover.Options{ConfigDir: "home"}}, protocol.CodeValidation},
+		{"a config home in the parent's cwd", api.RunParams{Agent: "quick", Prompt: "1", Options: &drover.Options{ConfigDir: "home"}}, api.CodeValidation},
 	} {
 		if _, err := c.Run(ctx, tc.p); code(err) != tc.code {
 			t.Errorf("%s: %v, want %s", tc.name, err, tc.code)
@@ -228,28 +229,28 @@ func TestMCP1_NestedConnectionIsConfinedToItsRun(t *testing.T) {
 	}
 
 	// Nothing outside the parent's subtree exists for it.
-	if _, err := c.Get(ctx, protocol.GetParams{RunID: other}); code(err) != protocol.CodeNotFound {
+	if _, err := c.Get(ctx, api.GetParams{RunID: other}); code(err) != api.CodeNotFound {
 		t.Errorf("get another run: %v", err)
 	}
-	if err := c.Cancel(ctx, other); code(err) != protocol.CodeNotFound {
+	if err := cancelID(ctx, c, other); code(err) != api.CodeNotFound {
 		t.Errorf("cancel another run: %v", err)
 	}
-	if _, err := c.Await(ctx, other); code(err) != protocol.CodeNotFound {
+	if _, err := awaitIDs(ctx, c, other); code(err) != api.CodeNotFound {
 		t.Errorf("await another run: %v", err)
 	}
-	if _, err := c.Events(ctx, protocol.EventsParams{RunID: other}); code(err) != protocol.CodeNotFound {
+	if _, err := c.Events(ctx, api.EventsParams{RunID: other}); code(err) != api.CodeNotFound {
 		t.Errorf("events of another run: %v", err)
 	}
-	if _, err := c.List(ctx, protocol.ListParams{Parent: other}); code(err) != protocol.CodeNotFound {
+	if _, err := listRuns(ctx, c, api.ListParams{Parent: other}); code(err) != api.CodeNotFound {
 		t.Errorf("list another run's children: %v", err)
 	}
-	if _, err := c.Subscribe(ctx, protocol.SubscribeParams{All: true}); code(err) != protocol.CodeValidation {
+	if _, err := c.Subscribe(ctx, protocol.SubscribeParams{All: true}); code(err) != api.CodeValidation {
 		t.Errorf("subscribe to all: %v", err)
 	}
-	if err := c.Cancel(ctx, parent); code(err) != protocol.CodeBoundaryViolation {
+	if err := cancelID(ctx, c, parent); code(err) != api.CodeBoundaryViolation {
 		t.Errorf("cancel its own run: %v", err)
 	}
-	if err := c.Respond(ctx, protocol.RespondParams{RunID: child.RunID, RequestID: "q1"}); code(err) != protocol.CodeBoundaryViolation {
+	if _, err := c.Respond(ctx, api.RespondParams{RunID: child.RunID, RequestID: "q1"}); code(err) != api.CodeBoundaryViolation {
 		t.Errorf("respond: %v", err)
 	}
 	if r, err := f.st.GetRun(ctx, other); err != nil || r.Status != store.StatusRunning || r.CancelRequested {
@@ -257,38 +258,38 @@ func TestMCP1_NestedConnectionIsConfinedToItsRun(t *testing.T) {
 	}
 
 	// Its own run and its descendants are there.
-	g, err := c.Get(ctx, protocol.GetParams{RunID: parent})
+	g, err := c.Get(ctx, api.GetParams{RunID: parent})
 	if err != nil || len(g.Children) != 1 || g.Children[0].ID != child.RunID {
 		t.Fatalf("get its run: %+v %v", g, err)
 	}
-	listed, err := c.List(ctx, protocol.ListParams{})
+	listed, err := listRuns(ctx, c, api.ListParams{})
 	if err != nil || len(listed) != 1 || listed[0].ID != child.RunID {
 		t.Fatalf("list: %+v %v", listed, err)
 	}
 	registered := len(agents()) + 1 // and hold
-	agents, err := c.Agents(ctx)
+	agents, err := listAgents(ctx, c)
 	if err != nil || len(agents) != registered || !agents[0].Installed {
 		t.Fatalf("agents: %+v %v", agents, err)
 	}
 
 	// A grandchild, started through the child's own connection: the
 	// parent's connection sees it; the child's does not see the parent.
-	mid, err := c.Run(ctx, protocol.RunParams{Agent: "hold", Prompt: "mid"})
+	mid, err := c.Run(ctx, api.RunParams{Agent: "hold", Prompt: "mid"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	cm, _ := f.dial(t, f.token(t, "mid"))
-	grand, err := cm.Run(ctx, protocol.RunParams{Agent: "hold", Prompt: "grand"})
+	grand, err := cm.Run(ctx, api.RunParams{Agent: "hold", Prompt: "grand"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if gr, err := c.Get(ctx, protocol.GetParams{RunID: grand.RunID}); err != nil || gr.Run.ParentID != mid.RunID {
+	if gr, err := c.Get(ctx, api.GetParams{RunID: grand.RunID}); err != nil || gr.Run.ParentID != mid.RunID {
 		t.Fatalf("the parent's connection gets the grandchild: %+v %v", gr, err)
 	}
-	if _, err := cm.Get(ctx, protocol.GetParams{RunID: parent}); code(err) != protocol.CodeNotFound {
+	if _, err := cm.Get(ctx, api.GetParams{RunID: parent}); code(err) != api.CodeNotFound {
 		t.Errorf("the child's connection gets the parent: %v", err)
 	}
-	if _, err := cm.Get(ctx, protocol.GetParams{RunID: child.RunID}); code(err) != protocol.CodeNotFound {
+	if _, err := cm.Get(ctx, api.GetParams{RunID: child.RunID}); code(err) != api.CodeNotFound {
 		t.Errorf("the child's connection gets its sibling: %v", err)
 	}
 
@@ -327,12 +328,12 @@ func TestMCP1_NestedTierDefaultsToTheParents(t *testing.T) {
 	} {
 		_, token := f.hold(t, "parent "+string(tc.parent.Tier), tc.parent)
 		c, _ := f.dial(t, token)
-		p := protocol.RunParams{Agent: "quick", Prompt: "1"}
+		p := api.RunParams{Agent: "quick", Prompt: "1"}
 		s, err := c.Run(ctx, p)
 		if err != nil {
 			t.Fatal(err)
 		}
-		rs, err := c.Await(ctx, s.RunID)
+		rs, err := awaitIDs(ctx, c, s.RunID)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -348,12 +349,12 @@ func TestMCP1_NestedTierDefaultsToTheParents(t *testing.T) {
 	// explicitly is contained too.
 	_, token := f.hold(t, "contained autonomous", drover.Options{Tier: drover.TierAutonomous, Contain: &yes})
 	c, _ := f.dial(t, token)
-	s, err := c.Run(ctx, protocol.RunParams{Agent: "quick", Prompt: "1", Options: &drover.Options{Tier: drover.TierAutonomous}})
+	s, err := c.Run(ctx, api.RunParams{Agent: "quick", Prompt: "1", Options: &drover.Options{Tier: drover.TierAutonomous}})
 	if err != nil {
 		// Containment asked for explicitly needs a kernel that can contain.
 		t.Skipf("contained autonomous child: %v", err)
 	}
-	rs, err := c.Await(ctx, s.RunID)
+	rs, err := awaitIDs(ctx, c, s.RunID)
 	if err != nil {
 		t.Fatal(err)
 	}

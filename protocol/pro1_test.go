@@ -10,7 +10,9 @@ import (
 	"time"
 
 	"github.com/drover-run/drover"
+	"github.com/drover-run/drover/api"
 	"github.com/drover-run/drover/protocol"
+	"github.com/drover-run/drover/runs"
 	"github.com/drover-run/drover/store"
 )
 
@@ -19,12 +21,12 @@ import (
 func TestPRO1_RunAwaitGetListEvents(t *testing.T) {
 	f := newFixture(t, protocol.Config{})
 	w := f.dial(t)
-	var run protocol.RunResult
+	var run runs.Started
 	w.call("1", `{"id":1,"op":"run","agent":"quick","prompt":"3","options":{"tier":"dry-run","idleTimeout":"1m","timeout":"30s"}}`, &run)
 	if !strings.HasPrefix(run.RunID, "run_") || run.SessionID == "" {
 		t.Fatalf("run result %+v", run)
 	}
-	var aw protocol.RunsResult
+	var aw api.RunsResult
 	w.call("2", `{"id":2,"op":"await","runId":"`+run.RunID+`"}`, &aw)
 	if len(aw.Runs) != 1 || aw.Runs[0].ID != run.RunID || aw.Runs[0].Status != store.StatusCompleted || aw.Runs[0].LastSeq != 4 {
 		t.Fatalf("await %+v", aw)
@@ -38,7 +40,7 @@ func TestPRO1_RunAwaitGetListEvents(t *testing.T) {
 		t.Errorf("options %+v", opts)
 	}
 
-	var get protocol.GetResult
+	var get api.GetResult
 	w.call(`"g"`, `{"id":"g","op":"get","runId":"`+run.RunID+`"}`, &get)
 	if get.Run == nil || get.Run.ID != run.RunID || len(get.Messages) != 4 || get.Messages[0].Content != "3" {
 		t.Fatalf("get %+v", get)
@@ -48,7 +50,7 @@ func TestPRO1_RunAwaitGetListEvents(t *testing.T) {
 		t.Fatalf("get session %+v", get)
 	}
 
-	var list protocol.RunsResult
+	var list api.RunsResult
 	w.call("4", `{"id":4,"op":"list","status":["completed"],"agent":"quick"}`, &list)
 	if len(list.Runs) != 1 || list.Runs[0].ID != run.RunID {
 		t.Fatalf("list %+v", list)
@@ -58,7 +60,7 @@ func TestPRO1_RunAwaitGetListEvents(t *testing.T) {
 		t.Fatalf("list running %+v", list)
 	}
 
-	var evs protocol.EventsResult
+	var evs api.EventsResult
 	w.call("6", `{"id":6,"op":"events","runId":"`+run.RunID+`","afterSeq":1,"limit":2}`, &evs)
 	if len(evs.Events) != 2 || !evs.More {
 		t.Fatalf("events %+v", evs)
@@ -80,11 +82,11 @@ func TestPRO1_RunAwaitGetListEvents(t *testing.T) {
 func TestPRO1_AwaitFailedAndCancel(t *testing.T) {
 	f := newFixture(t, protocol.Config{})
 	w := f.dial(t)
-	var bad, hang protocol.RunResult
+	var bad, hang runs.Started
 	w.call("1", `{"id":1,"op":"run","agent":"failing","prompt":"x"}`, &bad)
 	w.call("2", `{"id":2,"op":"run","agent":"hang","prompt":"x"}`, &hang)
 	w.call("3", `{"id":3,"op":"cancel","runId":"`+hang.RunID+`"}`, nil)
-	var aw protocol.RunsResult
+	var aw api.RunsResult
 	w.call("4", `{"id":4,"op":"await","runs":["`+bad.RunID+`","`+hang.RunID+`"]}`, &aw)
 	if aw.Runs[0].Status != store.StatusFailed || aw.Runs[0].Error != "model fell over" {
 		t.Errorf("failing run %+v", aw.Runs[0])
@@ -101,7 +103,7 @@ func TestPRO1_AwaitFailedAndCancel(t *testing.T) {
 func TestPRO1_ConcurrentRequests(t *testing.T) {
 	f := newFixture(t, protocol.Config{})
 	w := f.dial(t)
-	var hang protocol.RunResult
+	var hang runs.Started
 	w.call("1", `{"id":1,"op":"run","agent":"hang","prompt":"x"}`, &hang)
 	w.send(`{"id":2,"op":"await","runId":"` + hang.RunID + `"}`)
 	w.call("3", `{"id":3,"op":"list"}`, nil)
@@ -125,7 +127,7 @@ func TestPRO1_NotFound(t *testing.T) {
 		`"op":"run","agent":"quick","prompt":"x","options":{"sessionId":"no-such-session"}`,
 	} {
 		id := fmt.Sprint(i)
-		if code := w.fail(id, `{"id":`+id+`,`+req+`}`); code != protocol.CodeNotFound {
+		if code := w.fail(id, `{"id":`+id+`,`+req+`}`); code != api.CodeNotFound {
 			t.Errorf("%s: %s, want NOT_FOUND", req, code)
 		}
 	}
@@ -146,7 +148,7 @@ func TestPRO1_Validation(t *testing.T) {
 		`"op":"events","runId":"run_x","afterSeq":-1`,
 	} {
 		id := fmt.Sprint(i)
-		if code := w.fail(id, `{"id":`+id+`,`+req+`}`); code != protocol.CodeValidation {
+		if code := w.fail(id, `{"id":`+id+`,`+req+`}`); code != api.CodeValidation {
 			t.Errorf("%s: %s, want VALIDATION_ERROR", req, code)
 		}
 	}
@@ -195,7 +197,7 @@ func TestPRO1_MalformedKeepsConnectionUp(t *testing.T) {
 	} {
 		w.send(tc.line)
 		l := w.next()
-		if l.Error == nil || l.Error.Code != protocol.CodeInvalidRequest || string(l.ID) != tc.id {
+		if l.Error == nil || l.Error.Code != api.CodeInvalidRequest || string(l.ID) != tc.id {
 			t.Errorf("%.60s: got %s, want INVALID_REQUEST with id %s", tc.line, l.raw, tc.id)
 		}
 		w.call("100", `{"id":100,"op":"list"}`, nil) // still up
@@ -211,13 +213,13 @@ func TestPRO1_LongLines(t *testing.T) {
 	f := newFixture(t, protocol.Config{MaxLine: 1 << 20})
 	w := f.dial(t)
 	big := strings.Repeat("x", 300<<10)
-	var run protocol.RunResult
+	var run runs.Started
 	w.call("1", `{"id":1,"op":"run","agent":"quick","prompt":"`+big+`"}`, &run)
 	if rs := await(t, f.sup, run.RunID); rs[0].Prompt != big {
 		t.Fatal("the long prompt did not arrive whole")
 	}
 	w.send(`{"id":2,"op":"run","agent":"quick","prompt":"` + strings.Repeat("y", 2<<20) + `"}`)
-	if l := w.next(); l.Error == nil || l.Error.Code != protocol.CodeInvalidRequest || string(l.ID) != "null" {
+	if l := w.next(); l.Error == nil || l.Error.Code != api.CodeInvalidRequest || string(l.ID) != "null" {
 		t.Fatalf("oversize line: %.200s", l.raw)
 	}
 	w.call("3", `{"id":3,"op":"list"}`, nil)
@@ -229,7 +231,7 @@ func TestPRO1_LongLines(t *testing.T) {
 func TestPRO1_SubscribeRuns(t *testing.T) {
 	f := newFixture(t, protocol.Config{})
 	w := f.dial(t)
-	var done, hang protocol.RunResult
+	var done, hang runs.Started
 	w.call("1", `{"id":1,"op":"run","agent":"quick","prompt":"4"}`, &done)
 	await(t, f.sup, done.RunID)
 	w.call("2", `{"id":2,"op":"run","agent":"hang","prompt":"x"}`, &hang)
@@ -259,7 +261,7 @@ func TestPRO1_SubscribeRuns(t *testing.T) {
 			t.Fatalf("an event arrived after unsubscribe: %s", l.raw)
 		}
 	}
-	if code := w.fail("8", `{"id":8,"op":"unsubscribe","subscription":"`+live.Subscription+`"}`); code != protocol.CodeNotFound {
+	if code := w.fail("8", `{"id":8,"op":"unsubscribe","subscription":"`+live.Subscription+`"}`); code != api.CodeNotFound {
 		t.Fatalf("unsubscribe twice: %s", code)
 	}
 }
@@ -276,7 +278,7 @@ func TestPRO1_SubscribeAll(t *testing.T) {
 	live, _ := f.start(runsReq("hang", "x"))
 	w := f.dial(t)
 	w.call("1", `{"id":1,"op":"subscribe","all":true}`, nil)
-	var a, b protocol.RunResult
+	var a, b runs.Started
 	w.call("2", `{"id":2,"op":"run","agent":"quick","prompt":"5"}`, &a)
 	w.call("3", `{"id":3,"op":"run","agent":"failing","prompt":"x"}`, &b)
 	w.call("4", `{"id":4,"op":"cancel","runId":"`+live+`"}`, nil)
@@ -328,7 +330,7 @@ func TestPRO1_SubscribeAllResume(t *testing.T) {
 	w := f.dial(t)
 	var sub protocol.SubscribeResult
 	w.call("1", `{"id":1,"op":"subscribe","all":true}`, &sub)
-	var a protocol.RunResult
+	var a runs.Started
 	w.call("2", `{"id":2,"op":"run","agent":"quick","prompt":"3"}`, &a)
 	got := map[string]bool{}
 	var cursor int64
@@ -376,7 +378,7 @@ func TestPRO1_SubscribeAllResume(t *testing.T) {
 		}
 	}
 	w.send(`{"id":5,"op":"subscribe","runs":["` + b + `"],"afterCursor":3}`)
-	if l := w.response("5"); l.Error == nil || l.Error.Code != protocol.CodeValidation {
+	if l := w.response("5"); l.Error == nil || l.Error.Code != api.CodeValidation {
 		t.Fatalf("afterCursor without all: %s", l.raw)
 	}
 }
@@ -387,7 +389,7 @@ func TestPRO1_EndOfInputCancelsOwnRuns(t *testing.T) {
 	f := newFixture(t, protocol.Config{})
 	other, _ := f.start(runsReq("hang", "x"))
 	w := f.dial(t)
-	var own protocol.RunResult
+	var own runs.Started
 	w.call("1", `{"id":1,"op":"run","agent":"hang","prompt":"x"}`, &own)
 	w.send(`{"id":2,"op":"await","runId":"` + own.RunID + `"}`)
 	w.w.Close()
@@ -421,7 +423,7 @@ func TestPRO1_SignalCancelsRuns(t *testing.T) {
 	defer inW.Close()
 	go io.WriteString(inW, `{"id":1,"op":"run","agent":"hang","prompt":"x"}`+"\n")
 	w := &wire{t: t, r: newReader(outR)}
-	var run protocol.RunResult
+	var run runs.Started
 	if l := w.next(); json.Unmarshal(l.Result, &run) != nil || run.RunID == "" {
 		t.Fatalf("run: %s", l.raw)
 	}
@@ -482,7 +484,7 @@ func TestMCP1_GetTreeTotal(t *testing.T) {
 	await(t, f.sup, parent)
 
 	w := f.dial(t)
-	var get protocol.GetResult
+	var get api.GetResult
 	w.call("1", `{"id":1,"op":"get","runId":"`+parent+`"}`, &get)
 	if len(get.Children) != 2 || get.Total == nil {
 		t.Fatalf("get %+v", get)
@@ -490,7 +492,7 @@ func TestMCP1_GetTreeTotal(t *testing.T) {
 	if get.Total.Runs != 3 || get.Total.Usage.InputTokens != 6 || get.Total.Usage.OutputTokens != 4 {
 		t.Errorf("total %+v, want 3 runs, 6 in, 4 out", get.Total)
 	}
-	get = protocol.GetResult{}
+	get = api.GetResult{}
 	w.call("2", `{"id":2,"op":"get","runId":"`+children[0]+`"}`, &get)
 	if get.Run == nil || get.Total != nil {
 		t.Errorf("a run without children: %+v", get)

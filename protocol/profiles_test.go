@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/drover-run/drover"
+	"github.com/drover-run/drover/api"
 	"github.com/drover-run/drover/protocol"
 )
 
@@ -25,10 +26,10 @@ func TestFAIL1_ProfilesByNameOnTheServer(t *testing.T) {
 		}
 		return ps, nil
 	}
-	f := newFixture(t, protocol.Config{Profiles: resolve})
+	f := newFixtureWith(t, protocol.Config{}, api.Config{Profiles: resolve})
 	ctx := context.Background()
 	run := func(p drover.Profile) (string, error) {
-		res, err := f.srv.Run(ctx, protocol.RunParams{Agent: "keyed", Prompt: "p",
+		res, err := f.svc.Run(ctx, api.RunParams{Agent: "keyed", Prompt: "p",
 			Options: &drover.Options{Failover: &drover.Failover{Profiles: []drover.Profile{p}}}})
 		if err != nil {
 			return "", err
@@ -57,7 +58,7 @@ func TestFAIL1_ProfilesByNameOnTheServer(t *testing.T) {
 		t.Errorf("profile a given with a key: %s, %v", got, err)
 	}
 	_, err := run(drover.Profile{Name: "nope"})
-	if e, ok := err.(*protocol.Error); !ok || e.Code != protocol.CodeValidation || !strings.Contains(e.Message, `no profile "nope"`) {
+	if e, ok := err.(*api.Error); !ok || e.Code != api.CodeValidation || !strings.Contains(e.Message, `no profile "nope"`) {
 		t.Errorf("unknown profile: %v", err)
 	}
 }

@@ -8,7 +8,7 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/drover-run/drover"
 	"github.com/drover-run/drover/internal/testkit/browsertest"
-	"github.com/drover-run/drover/protocol"
+	"github.com/drover-run/drover/runs"
 	"github.com/drover-run/drover/server"
 	"github.com/drover-run/drover/store"
 )
@@ -55,7 +55,7 @@ func TestPRO4_DashboardApproval(t *testing.T) {
 	}
 
 	// Another run, answered "deny" with a message, then interrupted.
-	var res protocol.RunResult
+	var res runs.Started
 	if code := f.do(t, "POST", "/v1/runs", `{"agent":"asker","prompt":"again","options":{"approvalTimeout":"1m"}}`, &res); code != http.StatusCreated {
 		t.Fatalf("start: %d", code)
 	}

@@ -9,7 +9,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 	"github.com/drover-run/drover/internal/testkit/browsertest"
-	"github.com/drover-run/drover/protocol"
+	"github.com/drover-run/drover/runs"
 	"github.com/drover-run/drover/server"
 	"github.com/drover-run/drover/store"
 )
@@ -30,7 +30,7 @@ func TestPRO4_DashboardInBrowser(t *testing.T) {
 	bearer := []string{"Authorization", "Bearer " + token}
 	start := func(body string) string {
 		t.Helper()
-		var res protocol.RunResult
+		var res runs.Started
 		if code := f.do(t, "POST", "/v1/runs", body, &res, bearer...); code != http.StatusCreated {
 			t.Fatalf("POST /v1/runs %s: %d", body, code)
 		}

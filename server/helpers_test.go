@@ -16,9 +16,9 @@ import (
 	"time"
 
 	"github.com/drover-run/drover"
+	"github.com/drover-run/drover/api"
 	"github.com/drover-run/drover/engine"
 	"github.com/drover-run/drover/internal/testkit/agenttest"
-	"github.com/drover-run/drover/protocol"
 	"github.com/drover-run/drover/runs"
 	"github.com/drover-run/drover/server"
 	"github.com/drover-run/drover/store"
@@ -164,8 +164,7 @@ func newFixture(t testing.TB, cfg server.Config) *fixture {
 	if cfg.Poll == 0 {
 		cfg.Poll = 50 * time.Millisecond
 	}
-	ps := protocol.NewServer(sup, protocol.Config{Poll: 50 * time.Millisecond})
-	srv := server.New(ps, cfg)
+	srv := server.New(api.NewLocal(sup, api.Config{Poll: 50 * time.Millisecond}), cfg)
 	ts := httptest.NewUnstartedServer(srv)
 	ts.Config = srv.HTTPServer()
 	ts.Start()
@@ -210,7 +209,7 @@ func (f *fixture) do(t testing.TB, method, path, body string, out any, hdr ...st
 }
 
 type errBody struct {
-	Error protocol.Error `json:"error"`
+	Error api.Error `json:"error"`
 }
 
 // fail expects an error response with status and code.
@@ -224,7 +223,7 @@ func (f *fixture) fail(t testing.TB, method, path, body string, status int, code
 
 func (f *fixture) start(t testing.TB, agent, prompt string) string {
 	t.Helper()
-	var res protocol.RunResult
+	var res runs.Started
 	body := fmt.Sprintf(`{"agent":%q,"prompt":%q}`, agent, prompt)
 	if code := f.do(t, "POST", "/v1/runs", body, &res); code != http.StatusCreated || res.RunID == "" {
 		t.Fatalf("start %s: %d %+v", agent, code, res)

@@ -14,7 +14,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/drover-run/drover/protocol"
+	"github.com/drover-run/drover/api"
+	"github.com/drover-run/drover/runs"
 	"github.com/drover-run/drover/server"
 	"github.com/drover-run/drover/store"
 )
@@ -25,15 +26,15 @@ func TestPRO3_RunAwaitGetListEvents(t *testing.T) {
 	f := newFixture(t, server.Config{})
 	id := f.start(t, "quick", "4")
 
-	var aw protocol.RunsResult
+	var aw api.RunsResult
 	if code := f.do(t, "GET", "/v1/runs/"+id+"/await", "", &aw); code != 200 || len(aw.Runs) != 1 || aw.Runs[0].ID != id || aw.Runs[0].Status != store.StatusCompleted {
 		t.Fatalf("await: %d %+v", code, aw)
 	}
-	var get protocol.GetResult
+	var get api.GetResult
 	if code := f.do(t, "GET", "/v1/runs/"+id, "", &get); code != 200 || get.Run == nil || get.Run.ID != id || get.Run.Agent != "quick" {
 		t.Fatalf("get: %d %+v", code, get)
 	}
-	var list protocol.RunsResult
+	var list api.RunsResult
 	if code := f.do(t, "GET", "/v1/runs?status=completed,failed&agent=quick&limit=5&since="+time.Now().Add(-time.Hour).UTC().Format(time.RFC3339), "", &list); code != 200 || len(list.Runs) != 1 || list.Runs[0].ID != id {
 		t.Fatalf("list: %d %+v", code, list)
 	}
@@ -75,29 +76,29 @@ func TestPRO3_Errors(t *testing.T) {
 		status             int
 		code               string
 	}{
-		{"GET", "/v1/runs/run_nope", "", 404, protocol.CodeNotFound},
-		{"GET", "/v1/runs/run_nope/events", "", 404, protocol.CodeNotFound},
-		{"GET", "/v1/runs/run_nope/await", "", 404, protocol.CodeNotFound},
-		{"GET", "/v1/runs/run_nope/stream", "", 404, protocol.CodeNotFound},
-		{"GET", "/v1/sessions/nope", "", 404, protocol.CodeNotFound},
-		{"POST", "/v1/runs", "not json", 400, protocol.CodeInvalidRequest},
-		{"POST", "/v1/runs", `{"agent":"quick","bogus":1}`, 400, protocol.CodeInvalidRequest},
-		{"POST", "/v1/runs", `{"agent":"quick"} {}`, 400, protocol.CodeInvalidRequest},
-		{"POST", "/v1/runs", `{"prompt":"hi"}`, 400, protocol.CodeValidation},
-		{"POST", "/v1/runs", `{"agent":"nosuch","prompt":"hi"}`, 400, protocol.CodeValidation},
-		{"POST", "/v1/runs", `{"agent":"quick","options":{"timeout":"soon"}}`, 400, protocol.CodeInvalidRequest},
-		{"POST", "/v1/runs", `{"agent":"quick","prompt":"hi","session":"ses_1"}`, 400, protocol.CodeInvalidRequest},
-		{"GET", "/v1/runs?status=bogus", "", 400, protocol.CodeValidation},
-		{"GET", "/v1/runs?limit=x", "", 400, protocol.CodeValidation},
-		{"GET", "/v1/runs?since=yesterday", "", 400, protocol.CodeValidation},
-		{"GET", "/v1/runs/run_nope/events?after=-1", "", 400, protocol.CodeValidation},
-		{"GET", "/v1/runs/run_nope/stream?after=x", "", 400, protocol.CodeValidation},
+		{"GET", "/v1/runs/run_nope", "", 404, api.CodeNotFound},
+		{"GET", "/v1/runs/run_nope/events", "", 404, api.CodeNotFound},
+		{"GET", "/v1/runs/run_nope/await", "", 404, api.CodeNotFound},
+		{"GET", "/v1/runs/run_nope/stream", "", 404, api.CodeNotFound},
+		{"GET", "/v1/sessions/nope", "", 404, api.CodeNotFound},
+		{"POST", "/v1/runs", "not json", 400, api.CodeInvalidRequest},
+		{"POST", "/v1/runs", `{"agent":"quick","bogus":1}`, 400, api.CodeInvalidRequest},
+		{"POST", "/v1/runs", `{"agent":"quick"} {}`, 400, api.CodeInvalidRequest},
+		{"POST", "/v1/runs", `{"prompt":"hi"}`, 400, api.CodeValidation},
+		{"POST", "/v1/runs", `{"agent":"nosuch","prompt":"hi"}`, 400, api.CodeValidation},
+		{"POST", "/v1/runs", `{"agent":"quick","options":{"timeout":"soon"}}`, 400, api.CodeInvalidRequest},
+		{"POST", "/v1/runs", `{"agent":"quick","prompt":"hi","session":"ses_1"}`, 400, api.CodeInvalidRequest},
+		{"GET", "/v1/runs?status=bogus", "", 400, api.CodeValidation},
+		{"GET", "/v1/runs?limit=x", "", 400, api.CodeValidation},
+		{"GET", "/v1/runs?since=yesterday", "", 400, api.CodeValidation},
+		{"GET", "/v1/runs/run_nope/events?after=-1", "", 400, api.CodeValidation},
+		{"GET", "/v1/runs/run_nope/stream?after=x", "", 400, api.CodeValidation},
 	} {
 		t.Run(c.method+" "+c.path+" "+c.body, func(t *testing.T) {
 			f.fail(t, c.method, c.path, c.body, c.status, c.code)
 		})
 	}
-	f.fail(t, "GET", "/v1/runs/x/stream", "", 400, protocol.CodeValidation, "Last-Event-ID", "abc")
+	f.fail(t, "GET", "/v1/runs/x/stream", "", 400, api.CodeValidation, "Last-Event-ID", "abc")
 	// Unknown routes and methods: the mux's 404 and 405.
 	if code := f.do(t, "GET", "/v1/nothing", "", nil); code != 404 {
 		t.Fatalf("unknown path: %d", code)
@@ -136,7 +137,7 @@ func TestPRO3_AwaitClientGone(t *testing.T) {
 	if _, err := f.ts.Client().Do(req); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("await of a hanging run: %v", err)
 	}
-	var get protocol.GetResult
+	var get api.GetResult
 	if f.do(t, "GET", "/v1/runs/"+id, "", &get); get.Run.Status.Terminal() {
 		t.Fatalf("run after the await left: %s", get.Run.Status)
 	}
@@ -425,7 +426,7 @@ func TestPRO3_Token(t *testing.T) {
 		f.fail(t, "POST", "/v1/runs", `{"agent":"quick"}`, 401, server.CodeUnauthorized, hdr...)
 		f.fail(t, "GET", "/v1/stream", "", 401, server.CodeUnauthorized, hdr...)
 	}
-	var list protocol.RunsResult
+	var list api.RunsResult
 	if code := f.do(t, "GET", "/v1/runs", "", &list, "Authorization", "Bearer s3cret"); code != 200 {
 		t.Fatalf("with the token: %d", code)
 	}
@@ -448,14 +449,14 @@ func TestPRO3_CrossOrigin(t *testing.T) {
 	f.fail(t, "POST", "/v1/runs", body, 403, server.CodeForbidden, "Origin", "http://evil.example")
 	f.fail(t, "POST", "/v1/runs", body, 403, server.CodeForbidden, "Sec-Fetch-Site", "cross-site")
 	f.fail(t, "POST", "/v1/runs/run_x/cancel", "", 403, server.CodeForbidden, "Origin", "http://evil.example")
-	var res protocol.RunResult
+	var res runs.Started
 	if code := f.do(t, "POST", "/v1/runs", body, &res, "Origin", f.ts.URL); code != 201 {
 		t.Fatalf("same-origin POST: %d", code)
 	}
 	if code := f.do(t, "POST", "/v1/runs", body, &res, "Sec-Fetch-Site", "same-origin"); code != 201 {
 		t.Fatalf("same-origin POST (Sec-Fetch-Site): %d", code)
 	}
-	var list protocol.RunsResult
+	var list api.RunsResult
 	if code := f.do(t, "GET", "/v1/runs", "", &list, "Origin", "http://evil.example"); code != 200 {
 		t.Fatalf("cross-origin GET: %d", code)
 	}

@@ -9,7 +9,8 @@ import (
 	"testing"
 
 	"github.com/drover-run/drover"
-	"github.com/drover-run/drover/protocol"
+	"github.com/drover-run/drover/api"
+	"github.com/drover-run/drover/runs"
 	"github.com/drover-run/drover/server"
 	"github.com/drover-run/drover/store"
 )
@@ -71,14 +72,13 @@ func TestSEC1_DNSRebindingRefused(t *testing.T) {
 // the same way.
 func TestSEC1_AutonomousNeedsTheOperator(t *testing.T) {
 	f := newFixture(t, server.Config{})
-	f.fail(t, "POST", "/v1/runs", `{"agent":"quick","prompt":"1","options":{"tier":"autonomous"}}`, 403, protocol.CodeBoundaryViolation)
-	f.fail(t, "POST", "/v1/runs", `{"agent":"quick","prompt":"1","options":{"tier":"unrestricted"}}`, 403, protocol.CodeBoundaryViolation)
-	var res protocol.RunResult
+	f.fail(t, "POST", "/v1/runs", `{"agent":"quick","prompt":"1","options":{"tier":"autonomous"}}`, 403, api.CodeBoundaryViolation)
+	f.fail(t, "POST", "/v1/runs", `{"agent":"quick","prompt":"1","options":{"tier":"unrestricted"}}`, 403, api.CodeBoundaryViolation)
+	var res runs.Started
 	if code := f.do(t, "POST", "/v1/runs", `{"agent":"quick","prompt":"1","options":{"tier":"supervised"}}`, &res); code != 201 {
 		t.Fatalf("supervised: %d", code)
 	}
-	ps := protocol.NewServer(f.sup, protocol.Config{AllowAutonomous: true})
-	srv := server.New(ps, server.Config{})
+	srv := server.New(api.NewLocal(f.sup, api.Config{AllowAutonomous: true}), server.Config{})
 	ts := httptest.NewServer(srv)
 	defer ts.Close()
 	defer srv.Close()

@@ -12,9 +12,9 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/drover-run/drover"
+	"github.com/drover-run/drover/api"
 	"github.com/drover-run/drover/engine"
 	"github.com/drover-run/drover/internal/testkit/agenttest"
-	"github.com/drover-run/drover/protocol"
 	"github.com/drover-run/drover/runs"
 	"github.com/drover-run/drover/store"
 	"github.com/drover-run/drover/store/postgres"
@@ -307,8 +307,8 @@ func TestDIST1_ProtocolRunOpQueuesWithLabels(t *testing.T) {
 	url := pgtest.NewDatabase(t)
 	st := open(t, url)
 	ctx := context.Background()
-	srv := protocol.NewServer(client(t, st), protocol.Config{})
-	res, err := srv.Run(ctx, protocol.RunParams{Agent: "echo", Prompt: "labelled", Labels: []string{"eu"}, Retries: 2})
+	srv := api.NewLocal(client(t, st), api.Config{})
+	res, err := srv.Run(ctx, api.RunParams{Agent: "echo", Prompt: "labelled", Labels: []string{"eu"}, Retries: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -324,9 +324,9 @@ func TestDIST1_ProtocolRunOpQueuesWithLabels(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer local.Close()
-	_, err = protocol.NewServer(local, protocol.Config{}).Run(ctx, protocol.RunParams{Agent: "echo", Prompt: "x", Retries: 1})
-	var perr *protocol.Error
-	if !errors.As(err, &perr) || perr.Code != protocol.CodeValidation {
+	_, err = api.NewLocal(local, api.Config{}).Run(ctx, api.RunParams{Agent: "echo", Prompt: "x", Retries: 1})
+	var perr *api.Error
+	if !errors.As(err, &perr) || perr.Code != api.CodeValidation {
 		t.Fatalf("retries without a queue: %v, want VALIDATION", err)
 	}
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/drover-run/drover"
 	"github.com/drover-run/drover/adapter/acp/acptest"
+	"github.com/drover-run/drover/api"
 )
 
 // acpCLI runs drover in-process with a config directory and a ledger of
@@ -48,9 +49,9 @@ func TestACP1_AgentsAddRunListRemove(t *testing.T) {
 	if code != ExitOK {
 		t.Fatalf("agents: exit %d: %s", code, stderr)
 	}
-	var row agentInfo
+	var row api.AgentInfo
 	for _, l := range strings.Split(strings.TrimSpace(stdout), "\n") {
-		var r agentInfo
+		var r api.AgentInfo
 		if err := json.Unmarshal([]byte(l), &r); err != nil {
 			t.Fatal(err)
 		}

@@ -82,7 +82,7 @@ exits 130.`,
 			return e.withService(ctx, db, true, rcfg, func(svc api.Service) error {
 				if parent != "" {
 					_, err := runRecord(ctx, svc, parent)
-					if api.ErrorOf(err).Code == api.CodeNotFound && !cmd.Flags().Changed("parent") {
+					if api.CodeOf(err) == api.CodeNotFound && !cmd.Flags().Changed("parent") {
 						return usagef("%s=%s names no run of this ledger: drover mcp must use the ledger of the drover that runs its agent (%s, or --db)", runs.EnvRunID, parent, runs.EnvDB)
 					} else if err != nil {
 						return notFound("run", parent, err)
