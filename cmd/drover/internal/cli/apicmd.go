@@ -18,10 +18,11 @@ import (
 // result printed as JSON, locally or against a server (--server). An
 // operation added to the service is a command here with nothing written
 // for it; the commands above are the ones written for people.
-func newAPICmd(e *env) *cobra.Command { return newAPICmdOf(e, api.Ops) }
-
-// newAPICmdOf is `drover api` over ops.
-func newAPICmdOf(e *env, ops []api.Op) *cobra.Command {
+func newAPICmd(e *env) *cobra.Command {
+	ops := e.ops
+	if ops == nil {
+		ops = api.Ops
+	}
 	var db string
 	cmd := &cobra.Command{
 		Use:   "api [OP]",
@@ -73,7 +74,7 @@ func newOpCmd(e *env, op api.Op, db *string) *cobra.Command {
 					return usagef("--params: %v", err)
 				}
 			}
-			return e.withService(ctx, *db, op.Name == "run", runs.Config{}, func(svc api.Service) error {
+			return e.withService(ctx, *db, true, runs.Config{}, func(svc api.Service) error {
 				res, err := op.Call(ctx, svc, params)
 				if err != nil {
 					return serviceError(err)

@@ -14,6 +14,7 @@ import (
 	"sync"
 	"syscall"
 
+	"github.com/drover-run/drover/api"
 	"github.com/drover-run/drover/internal/proc"
 	"github.com/spf13/cobra"
 )
@@ -77,7 +78,12 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	// Log records come from the supervisor's goroutines while a command
 	// writes its own messages: one lock keeps their lines whole.
 	stderr = &syncWriter{w: stderr}
-	e := &env{stdin: stdin, stdout: stdout, stderr: stderr, log: slog.New(slog.DiscardHandler)}
+	return (&env{stdin: stdin, stdout: stdout, stderr: stderr, log: slog.New(slog.DiscardHandler)}).run(ctx, args)
+}
+
+// run runs drover with args in e.
+func (e *env) run(ctx context.Context, args []string) int {
+	stdin, stdout, stderr := e.stdin, e.stdout, e.stderr
 	root := newRoot(e)
 	root.SetArgs(args)
 	root.SetIn(stdin)
@@ -113,6 +119,9 @@ type env struct {
 	// server is the drover serve the command talks to (--server, else
 	// DROVER_SERVER); "" means the local ledger.
 	server string
+	// ops are the service's operations `drover api` offers; nil means
+	// api.Ops (a test adds one).
+	ops []api.Op
 }
 
 func newRoot(e *env) *cobra.Command {

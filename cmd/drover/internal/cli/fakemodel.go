@@ -14,9 +14,9 @@ import (
 func newFakemodelCmd(e *env) *cobra.Command {
 	var addr, scriptPath, logPath string
 	cmd := &cobra.Command{
-		Use:   "fakemodel",
+		Use:               "fakemodel",
 		PersistentPreRunE: localOnlyPreRun(e, "fakemodel"),
-		Short: "Serve drover's scripted model API on 127.0.0.1 (offline rehearsals, tests)",
+		Short:             "Serve drover's scripted model API on 127.0.0.1 (offline rehearsals, tests)",
 		Long: `Serve a scripted model API that agent CLIs can talk to instead of a real
 model, on one loopback address: Anthropic Messages (Claude Code), OpenAI
 Responses (Codex), OpenAI Chat Completions (OpenCode) and Gemini (Gemini CLI).

@@ -25,9 +25,9 @@ type profileInfo struct {
 
 func newProfilesCmd(e *env) *cobra.Command {
 	cmd := &cobra.Command{
-		Use:   "profiles",
+		Use:               "profiles",
 		PersistentPreRunE: localOnlyPreRun(e, "profiles"),
-		Short: "Credential profiles for failover: add, list, remove",
+		Short:             "Credential profiles for failover: add, list, remove",
 		Long: `Credential profiles are named accounts of an agent (an API key, or a vendor
 configuration home someone logged in to), kept in drover's config directory
 ($XDG_CONFIG_HOME/drover/profiles.json, else ~/.config/drover/profiles.json,

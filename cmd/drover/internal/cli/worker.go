@@ -29,9 +29,9 @@ func newWorkerCmd(e *env) *cobra.Command {
 	var lease time.Duration
 	var fakeOn bool
 	cmd := &cobra.Command{
-		Use:   "worker --db postgres://… [--agents claude,codex] [--labels a,b] [--limit N]",
+		Use:               "worker --db postgres://… [--agents claude,codex] [--labels a,b] [--limit N]",
 		PersistentPreRunE: localOnlyPreRun(e, "worker"),
-		Short: "Run queued runs from a shared PostgreSQL ledger (scale-out)",
+		Short:             "Run queued runs from a shared PostgreSQL ledger (scale-out)",
 		Long: `Serve the shared run queue of a PostgreSQL ledger (docs/scale-out.md): claim
 the queued runs (drover serve --queue, drover run --queue) whose agent this
 worker has and whose labels it carries, run them here, and record them in the
@@ -197,9 +197,9 @@ func newWorkersCmd(e *env) *cobra.Command {
 	var db string
 	var asJSON bool
 	cmd := &cobra.Command{
-		Use:   "workers",
+		Use:               "workers",
 		PersistentPreRunE: localOnlyPreRun(e, "workers"),
-		Short: "List the drover workers of a PostgreSQL ledger",
+		Short:             "List the drover workers of a PostgreSQL ledger",
 		Long: `List every drover worker that registered in the PostgreSQL ledger
 (docs/scale-out.md): its id, host, agents, labels, state — live (heartbeating),
 lost (its heartbeat stopped; its runs failed "worker lost") or stopped (it
