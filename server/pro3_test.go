@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -505,6 +506,18 @@ func TestPRO3_OpenAPI(t *testing.T) {
 		for _, m := range methods {
 			if op, _ := item[m].(map[string]any); op == nil || op["responses"] == nil {
 				t.Errorf("%s %s is not described", m, p)
+			}
+		}
+	}
+	// Every route of every operation of the service (API-1), its path's
+	// wildcard named {id} there.
+	for _, op := range api.Ops {
+		for _, route := range op.Routes {
+			m, p, _ := strings.Cut(route, " ")
+			p = regexp.MustCompile(`\{\w+\}`).ReplaceAllString(p, "{id}")
+			item, _ := paths[p].(map[string]any)
+			if o, _ := item[strings.ToLower(m)].(map[string]any); o == nil || o["responses"] == nil {
+				t.Errorf("%s (op %s) is not described", route, op.Name)
 			}
 		}
 	}
