@@ -326,8 +326,12 @@ func (c *Client) stream(ctx context.Context, path, lastEventID string) iter.Seq2
 			resp, err := c.send(ctx, http.MethodGet, path, nil, lastEventID)
 			if err != nil {
 				if ctx.Err() == nil && tries < streamRetries {
-					time.Sleep(time.Duration(tries+1) * 100 * time.Millisecond)
-					continue
+					select {
+					case <-time.After(time.Duration(tries+1) * 100 * time.Millisecond):
+						continue
+					case <-ctx.Done():
+						return
+					}
 				}
 				if ctx.Err() == nil {
 					yield(sseEvent{}, err)
