@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
@@ -15,6 +14,7 @@ import (
 	acpsdk "github.com/coder/acp-go-sdk"
 
 	"github.com/drover-run/drover"
+	"github.com/drover-run/drover/internal/contain"
 	"github.com/drover-run/drover/internal/jsonscan"
 	"github.com/drover-run/drover/internal/runner"
 )
@@ -161,7 +161,7 @@ func NewConversation(s runner.Stamp, sess Session, d Dialect) *Conversation {
 		asks: map[string]*ask{}, asked: map[string]int{}}
 	for _, r := range append([]string{sess.Cwd}, sess.AddDirs...) {
 		if r != "" {
-			c.roots = append(c.roots, realPath(filepath.Clean(r)))
+			c.roots = append(c.roots, contain.Resolve(r))
 		}
 	}
 	return c

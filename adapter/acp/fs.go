@@ -11,37 +11,8 @@ import (
 	acpsdk "github.com/coder/acp-go-sdk"
 
 	"github.com/drover-run/drover"
+	"github.com/drover-run/drover/internal/contain"
 )
-
-// realPath returns p with the symbolic links of its longest existing
-// prefix resolved, so that a link inside a root pointing outside it
-// counts as outside, and a file that does not exist yet is judged by the
-// directory it would be created in.
-func realPath(p string) string {
-	if r, err := filepath.EvalSymlinks(p); err == nil {
-		return r
-	}
-	parent := filepath.Dir(p)
-	if parent == p {
-		return p
-	}
-	return filepath.Join(realPath(parent), filepath.Base(p))
-}
-
-// inRoots reports whether the absolute path p lies in one of the run's
-// directories (Cwd and AddDirs), symbolic links resolved.
-func (c *Conversation) inRoots(p string) bool {
-	if !filepath.IsAbs(p) {
-		return false
-	}
-	p = realPath(filepath.Clean(p))
-	for _, r := range c.roots {
-		if rel, err := filepath.Rel(r, p); err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
-			return true
-		}
-	}
-	return false
-}
 
 // fsRequest is fs/read_text_file's or fs/write_text_file's params.
 type fsRequest struct {
@@ -65,7 +36,7 @@ func (c *Conversation) fsCheck(method string, r fsRequest) string {
 		return "the run's tier (dry-run) allows no writes"
 	case !filepath.IsAbs(r.Path):
 		return fmt.Sprintf("path %q is not absolute", r.Path)
-	case !c.inRoots(r.Path):
+	case !contain.InRoots(r.Path, c.roots):
 		return fmt.Sprintf("%s is outside the run's directories", r.Path)
 	}
 	return ""

@@ -11,6 +11,7 @@ import (
 	acpsdk "github.com/coder/acp-go-sdk"
 
 	"github.com/drover-run/drover"
+	"github.com/drover-run/drover/internal/contain"
 )
 
 // toolUpdate is a tool_call, a tool_call_update or a permission request's
@@ -358,7 +359,7 @@ func (c *Conversation) workspaceEdit(k *call) bool {
 	default:
 		return false
 	}
-	return len(k.paths) > 0 && !slices.ContainsFunc(k.paths, func(p string) bool { return !c.inRoots(p) })
+	return len(k.paths) > 0 && !slices.ContainsFunc(k.paths, func(p string) bool { return !contain.InRoots(p, c.roots) })
 }
 
 // requestID returns a request id unique in the run: the call's id the

@@ -282,7 +282,7 @@ func insideRoots(changes []appChange, roots []string) bool {
 			if !filepath.IsAbs(p) {
 				return false
 			}
-			p = resolvePath(p)
+			p = contain.Resolve(p)
 			if !slices.ContainsFunc(roots, func(r string) bool { return underRoot(p, r) }) {
 				return false
 			}
@@ -295,15 +295,10 @@ func insideRoots(changes []appChange, roots []string) bool {
 // directory of it.
 func underRoot(p, root string) bool {
 	rel, err := filepath.Rel(root, p)
-	if err != nil || rel == "." || !within(p, root) {
+	if err != nil || rel == "." || !contain.Within(p, root) {
 		return false
 	}
 	return !slices.ContainsFunc(strings.Split(rel, string(filepath.Separator)), func(part string) bool {
 		return slices.Contains(protectedDirs, part)
 	})
 }
-
-// resolvePath returns p with the symbolic links of its longest existing
-// prefix resolved, so that a link inside a root to a place outside it
-// counts as outside.
-func resolvePath(p string) string { return contain.Resolve(p) }

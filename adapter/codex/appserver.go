@@ -26,6 +26,7 @@ import (
 	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/drover-run/drover"
+	"github.com/drover-run/drover/internal/contain"
 	"github.com/drover-run/drover/internal/jsonscan"
 	"github.com/drover-run/drover/internal/runner"
 )
@@ -179,7 +180,7 @@ func newConversation(s runner.Stamp, info runInfo, prompt string, opts drover.Op
 		partial: opts.PartialText, tier: lt, sent: map[string]string{}, asks: map[string]*ask{},
 		asked: map[string]bool{}, changes: map[string][]appChange{}}
 	for _, r := range append([]string{info.cwd}, addDirs(opts)...) {
-		c.roots = append(c.roots, resolvePath(r))
+		c.roots = append(c.roots, contain.Resolve(r))
 	}
 	return c
 }

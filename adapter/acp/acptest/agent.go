@@ -45,7 +45,8 @@ const (
 //	ask [silent] asks to run `rm -rf build` (execute): allowed, it completes; rejected, it
 //	             fails (silent: reports nothing, as Gemini does); the message says the outcome
 //	ask-edit P   asks to edit the file P (kind edit); the message says the outcome
-//	fs DIR       reads and writes in.txt/sub/out.txt in its cwd and DIR/outside.txt;
+//	fs DIR       reads and writes in.txt/sub/out.txt in its cwd, DIR/secret.txt (also
+//	             by a path climbing out of its cwd) and DIR/outside.txt;
 //	             the message reports each outcome
 //	crash        a message chunk, then exits 3 mid-turn
 //	ask-exit     asks for permission and exits 4 without waiting
@@ -376,6 +377,9 @@ func (a *agent) fs(dir string) {
 	do("read-missing", "fs/read_text_file", map[string]any{"path": filepath.Join(a.cwd, "missing.txt")})
 	do("read-out", "fs/read_text_file", map[string]any{"path": filepath.Join(dir, "secret.txt")})
 	do("read-rel", "fs/read_text_file", map[string]any{"path": "in.txt"})
+	// DIR's secret.txt by way of the cwd: an absolute path that climbs out.
+	up, _ := filepath.Rel(a.cwd, filepath.Join(dir, "secret.txt"))
+	do("read-up", "fs/read_text_file", map[string]any{"path": a.cwd + string(filepath.Separator) + up})
 	do("write-in", "fs/write_text_file", map[string]any{"path": filepath.Join(a.cwd, "sub", "out.txt"), "content": "written\n"})
 	do("write-out", "fs/write_text_file", map[string]any{"path": filepath.Join(dir, "outside.txt"), "content": "escaped\n"})
 	do("write-link", "fs/write_text_file", map[string]any{"path": filepath.Join(a.cwd, "link", "via-link.txt"), "content": "escaped\n"})
