@@ -12,6 +12,7 @@ import (
 
 	"github.com/drover-run/drover"
 	"github.com/drover-run/drover/internal/contain"
+	"github.com/drover-run/drover/internal/jsonrpc"
 )
 
 // fsRequest is fs/read_text_file's or fs/write_text_file's params.
@@ -44,8 +45,8 @@ func (c *Conversation) fsCheck(method string, r fsRequest) string {
 
 // refuse answers a file request with an error and reports it as
 // "<agent>:fs_refused".
-func (c *Conversation) refuse(m message, raw []byte, code int, why string) []drover.Event {
-	c.out = append(c.out, failure(m.ID, code, "drover: "+why)...)
+func (c *Conversation) refuse(m jsonrpc.Message, raw []byte, code int, why string) []drover.Event {
+	c.out = append(c.out, rpc.Error(m.ID, code, "drover: "+why)...)
 	ev := c.Extension("fs_refused", raw)
 	ev.Metadata = map[string]any{"reason": why}
 	return []drover.Event{ev}
@@ -53,21 +54,21 @@ func (c *Conversation) refuse(m message, raw []byte, code int, why string) []dro
 
 // readTextFile serves fs/read_text_file inside the run's directories:
 // the file's text, from line (1-based) on, at most limit lines.
-func (c *Conversation) readTextFile(m message, raw []byte) []drover.Event {
+func (c *Conversation) readTextFile(m jsonrpc.Message, raw []byte) []drover.Event {
 	var r fsRequest
 	if err := json.Unmarshal(m.Params, &r); err != nil {
-		return c.refuse(m, raw, codeInvalidParams, "unreadable params: "+err.Error())
+		return c.refuse(m, raw, jsonrpc.CodeInvalidParams, "unreadable params: "+err.Error())
 	}
 	if why := c.fsCheck(m.Method, r); why != "" {
-		return c.refuse(m, raw, codeInvalidParams, why)
+		return c.refuse(m, raw, jsonrpc.CodeInvalidParams, why)
 	}
 	data, err := os.ReadFile(r.Path)
 	if errors.Is(err, os.ErrNotExist) {
 		return c.refuse(m, raw, codeNotFound, r.Path+": no such file")
 	} else if err != nil {
-		return c.refuse(m, raw, codeInternal, err.Error())
+		return c.refuse(m, raw, jsonrpc.CodeInternal, err.Error())
 	}
-	c.out = append(c.out, result(m.ID, acpsdk.ReadTextFileResponse{Content: lines(string(data), r.Line, r.Limit)})...)
+	c.out = append(c.out, rpc.Result(m.ID, acpsdk.ReadTextFileResponse{Content: lines(string(data), r.Line, r.Limit)})...)
 	return nil
 }
 
@@ -92,20 +93,20 @@ func lines(s string, line, limit *int) string {
 // writeTextFile serves fs/write_text_file inside the run's directories,
 // creating the file (and its directories) when missing; a tier that
 // allows no writes refuses it.
-func (c *Conversation) writeTextFile(m message, raw []byte) []drover.Event {
+func (c *Conversation) writeTextFile(m jsonrpc.Message, raw []byte) []drover.Event {
 	var r fsRequest
 	if err := json.Unmarshal(m.Params, &r); err != nil || r.Content == nil {
-		return c.refuse(m, raw, codeInvalidParams, "params need a path and content")
+		return c.refuse(m, raw, jsonrpc.CodeInvalidParams, "params need a path and content")
 	}
 	if why := c.fsCheck(m.Method, r); why != "" {
-		return c.refuse(m, raw, codeInvalidParams, why)
+		return c.refuse(m, raw, jsonrpc.CodeInvalidParams, why)
 	}
 	if err := os.MkdirAll(filepath.Dir(r.Path), 0o755); err != nil {
-		return c.refuse(m, raw, codeInternal, err.Error())
+		return c.refuse(m, raw, jsonrpc.CodeInternal, err.Error())
 	}
 	if err := os.WriteFile(r.Path, []byte(*r.Content), 0o644); err != nil {
-		return c.refuse(m, raw, codeInternal, err.Error())
+		return c.refuse(m, raw, jsonrpc.CodeInternal, err.Error())
 	}
-	c.out = append(c.out, result(m.ID, acpsdk.WriteTextFileResponse{})...)
+	c.out = append(c.out, rpc.Result(m.ID, acpsdk.WriteTextFileResponse{})...)
 	return nil
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/drover-run/drover"
 	"github.com/drover-run/drover/internal/contain"
+	"github.com/drover-run/drover/internal/jsonrpc"
 )
 
 // toolUpdate is a tool_call, a tool_call_update or a permission request's
@@ -308,14 +309,14 @@ func allows(r acpsdk.RequestPermissionResponse, options []acpsdk.PermissionOptio
 // dry-run reject everything; supervised allows edits of files inside the
 // run's directories. The rest becomes a permission_request, answered by
 // Pass; with no Live to answer it, it is rejected at once.
-func (c *Conversation) requestPermission(m message, raw []byte) []drover.Event {
+func (c *Conversation) requestPermission(m jsonrpc.Message, raw []byte) []drover.Event {
 	var p struct {
 		Options  []acpsdk.PermissionOption `json:"options"`
 		ToolCall toolUpdate                `json:"toolCall"`
 	}
 	if err := json.Unmarshal(m.Params, &p); err != nil {
 		// What it asks cannot be known: refused.
-		c.out = append(c.out, result(m.ID, acpsdk.RequestPermissionResponse{Outcome: acpsdk.NewRequestPermissionOutcomeCancelled()})...)
+		c.out = append(c.out, rpc.Result(m.ID, acpsdk.RequestPermissionResponse{Outcome: acpsdk.NewRequestPermissionOutcomeCancelled()})...)
 		return []drover.Event{c.Extension("request_permission", raw)}
 	}
 	if p.ToolCall.ToolCallID == "" {
@@ -329,7 +330,7 @@ func (c *Conversation) requestPermission(m message, raw []byte) []drover.Event {
 		if !allows(r, a.options) {
 			c.reject(k.id)
 		}
-		c.out = append(c.out, result(m.ID, r)...)
+		c.out = append(c.out, rpc.Result(m.ID, r)...)
 		return append(evs, c.Extension(ext, raw))
 	}
 	switch tier := c.sess.Tier; {
