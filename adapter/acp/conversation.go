@@ -270,13 +270,10 @@ func (c *Conversation) Pass(in drover.LiveInput) ([]byte, error) {
 	return nil, errors.New("empty live input")
 }
 
-var (
-	warmMessage               = runner.WarmDecoders(new(jsonrpc.Message), new(chunkLine))
-	_           runner.Warmer = (*Conversation)(nil)
-)
+var _ runner.Warmer = (*Conversation)(nil)
 
-// Warm implements runner.Warmer.
-func (c *Conversation) Warm() { warmMessage() }
+// Decodes implements runner.Warmer.
+func (*Conversation) Decodes() []any { return []any{new(jsonrpc.Message), new(chunkLine)} }
 
 // Translate implements runner.Translator for one JSON-RPC line. Until the
 // session is known its events are held (a session/load the agent rejects

@@ -225,13 +225,10 @@ func (c *conversation) Finished() bool {
 	return c.turnDone || c.resumeRejected || c.startErr != nil
 }
 
-var (
-	warmMessage               = runner.WarmDecoders(new(jsonrpc.Message))
-	_           runner.Warmer = (*conversation)(nil)
-)
+var _ runner.Warmer = (*conversation)(nil)
 
-// Warm implements runner.Warmer.
-func (c *conversation) Warm() { warmMessage() }
+// Decodes implements runner.Warmer.
+func (*conversation) Decodes() []any { return []any{new(jsonrpc.Message)} }
 
 // Translate implements runner.Translator for one JSON-RPC line. Until the
 // thread is known nothing is returned (a rejected resume must yield

@@ -138,13 +138,10 @@ func (t *translator) initEvent() drover.Event {
 	return t.Init(t.info.model, t.info.cwd, t.info.tools, runner.SessionMeta(t.threadID))
 }
 
-var (
-	warmLine               = runner.WarmDecoders(new(line))
-	_        runner.Warmer = (*translator)(nil)
-)
+var _ runner.Warmer = (*translator)(nil)
 
-// Warm implements runner.Warmer.
-func (t *translator) Warm() { warmLine() }
+// Decodes implements runner.Warmer.
+func (*translator) Decodes() []any { return []any{new(line)} }
 
 // Translate implements runner.Translator: one native line → events. A line
 // that is not a JSON object with a type is an error (skipped by the runner).

@@ -97,13 +97,10 @@ func newTranslator(s runner.Stamp, opts drover.Options, model string) *translato
 		model: model, cwd: opts.Cwd, tools: Tools(opts)}
 }
 
-var (
-	warmLine               = runner.WarmDecoders(new(line))
-	_        runner.Warmer = (*translator)(nil)
-)
+var _ runner.Warmer = (*translator)(nil)
 
-// Warm implements runner.Warmer.
-func (t *translator) Warm() { warmLine() }
+// Decodes implements runner.Warmer.
+func (*translator) Decodes() []any { return []any{new(line)} }
 
 // Translate implements runner.Translator: one native line → events. A line
 // that is not a JSON object with a type is an error (skipped by the runner).
