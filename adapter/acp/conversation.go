@@ -65,6 +65,10 @@ type Dialect struct {
 	// ToolName names a tool call, once, when it is first seen; nil (or
 	// "") names it by its ACP kind ("execute", "edit", …).
 	ToolName func(c Call) string
+	// Tools describe the calls ToolName names (UES-5), by those names; a
+	// call they do not list is described by its ACP kind when it is named
+	// by it, else by its title.
+	Tools runner.Tools
 	// Denied reports whether the output of a failed call says the agent
 	// refused it itself (its own permission rules): the result is
 	// "denied", not "error".

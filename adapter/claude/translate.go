@@ -369,7 +369,7 @@ func (t *translator) assistant(l line) []drover.Event {
 			t.calls.Start(b.ID, b.Name, t.Now())
 			t.toolUses++
 			evs = append(evs, t.Event(drover.TypeToolUse, drover.ToolUsePayload{ToolName: b.Name, ToolUseID: b.ID,
-				Input: input, Description: drover.DescribeTool(b.Name, input)}))
+				Input: input, Description: tools.Describe(b.Name, input)}))
 		}
 	}
 	return evs

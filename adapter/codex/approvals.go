@@ -92,9 +92,6 @@ func (c *conversation) serverRequest(m jsonrpc.Message, raw []byte) []drover.Eve
 			input["network"] = network
 		}
 		req = drover.PermissionRequestPayload{ToolUseID: p.ItemID, Input: input, Reason: p.Reason}
-		if a.tool == "exec_command" {
-			req.Description = describeCommand(p.Command)
-		}
 		hint = p.ItemID
 		if p.ApprovalID != "" {
 			hint += "/" + p.ApprovalID
@@ -182,7 +179,7 @@ func (c *conversation) serverRequest(m jsonrpc.Message, raw []byte) []drover.Eve
 		c.out = append(c.out, rpc.Result(m.ID, a.answer(false, false))...)
 		return []drover.Event{c.Extension("auto_declined", raw)}
 	}
-	req.ToolName = a.tool
+	req.ToolName, req.Description = a.tool, tools.Describe(a.tool, req.Input)
 	req.RequestID = c.requestID(hint, m.ID)
 	c.asks[req.RequestID] = a
 	return []drover.Event{c.Event(drover.TypePermissionRequest, req)}

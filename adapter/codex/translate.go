@@ -278,7 +278,7 @@ func (t *translator) toolItem(it item, started, completed bool, kind, name strin
 	}
 	if !t.calls.Known(id) {
 		if desc == "" {
-			desc = drover.DescribeTool(name, input)
+			desc = tools.Describe(name, input)
 		}
 		t.calls.Start(id, name, t.Now())
 		t.toolUses++
@@ -314,12 +314,6 @@ func itemStatus(s string) drover.ToolStatus {
 		return drover.ToolDenied
 	}
 	return drover.ToolError // failed, in_progress at completion, anything else
-}
-
-// describeCommand describes a command_execution: Codex reports the command
-// wrapped as `/bin/bash -lc '…'`; the description shows what is inside.
-func describeCommand(cmd string) string {
-	return drover.DescribeTool("exec_command", map[string]any{"cmd": unwrapShell(cmd)})
 }
 
 var shellWrapRe = regexp.MustCompile(`^/(?:usr/)?bin/(?:ba|z)?sh -lc (.*)$`)

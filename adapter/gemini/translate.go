@@ -202,7 +202,7 @@ func (t *translator) toolUse(l line) drover.Event {
 	t.calls.Start(l.ToolID, l.ToolName, parseTime(l.Timestamp))
 	t.toolUses++
 	return t.Event(drover.TypeToolUse, drover.ToolUsePayload{ToolName: l.ToolName, ToolUseID: l.ToolID,
-		Input: input, Description: drover.DescribeTool(l.ToolName, input)})
+		Input: input, Description: tools.Describe(l.ToolName, input)})
 }
 
 // deniedTypes are gemini's error types for a call its permission system

@@ -205,7 +205,7 @@ func (t *translator) toolUse(p part) []drover.Event {
 	}
 	t.toolUses++
 	use := t.Event(drover.TypeToolUse, drover.ToolUsePayload{ToolName: name, ToolUseID: id, Input: input,
-		Description: drover.DescribeTool(name, input)})
+		Description: tools.Describe(name, input)})
 	res := drover.ToolResultPayload{ToolUseID: id, ToolName: name, Status: st, Output: out}
 	if tr := p.State.Time; tr != nil && tr.End >= tr.Start && tr.Start > 0 {
 		d := tr.End - tr.Start
