@@ -185,9 +185,9 @@ func TestPERM1_ACPTierAnswers(t *testing.T) {
 }
 
 // TestACP1_FileSystem: drover serves file reads and writes only inside the
-// run's directories (a symbolic link out of them counts as outside); a
-// missing file is "not found"; dry-run refuses writes, sandbox every
-// access.
+// run's directories (a symbolic link or a ".." out of them counts as
+// outside); a missing file is "not found"; dry-run refuses writes, sandbox
+// every access.
 func TestACP1_FileSystem(t *testing.T) {
 	setup := func(t *testing.T) (cwd, outside string) {
 		cwd, outside = t.TempDir(), t.TempDir()
@@ -218,7 +218,7 @@ func TestACP1_FileSystem(t *testing.T) {
 		cwd, outside := setup(t)
 		evs := fake{}.run(t, "fs "+outside, drover.Options{Tier: drover.TierSupervised, Cwd: cwd})
 		want := map[string]string{"read-in": "ok:line1\nline2\nline3\n", "read-line": "ok:line2\n", "read-missing": "err:-32002",
-			"read-out": "err:-32602", "read-rel": "err:-32602", "write-in": "ok:", "write-out": "err:-32602", "write-link": "err:-32602"}
+			"read-out": "err:-32602", "read-rel": "err:-32602", "read-up": "err:-32602", "write-in": "ok:", "write-out": "err:-32602", "write-link": "err:-32602"}
 		if got := report(t, evs); !mapsEqual(got, want) {
 			t.Fatalf("outcomes %q, want %q", got, want)
 		}
@@ -230,8 +230,8 @@ func TestACP1_FileSystem(t *testing.T) {
 				t.Fatalf("a write outside the run's directories happened: %s (%v)", f, err)
 			}
 		}
-		if n := len(slices.DeleteFunc(slices.Clone(evs), func(ev drover.Event) bool { return ev.Type != "fake-acp:fs_refused" })); n != 5 {
-			t.Fatalf("%d fs_refused events, want 5: %v", n, uestest.Types(evs))
+		if n := len(slices.DeleteFunc(slices.Clone(evs), func(ev drover.Event) bool { return ev.Type != "fake-acp:fs_refused" })); n != 6 {
+			t.Fatalf("%d fs_refused events, want 6: %v", n, uestest.Types(evs))
 		}
 	})
 	t.Run("dry-run", func(t *testing.T) {

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
@@ -15,6 +14,8 @@ import (
 	acpsdk "github.com/coder/acp-go-sdk"
 
 	"github.com/drover-run/drover"
+	"github.com/drover-run/drover/internal/contain"
+	"github.com/drover-run/drover/internal/jsonrpc"
 	"github.com/drover-run/drover/internal/jsonscan"
 	"github.com/drover-run/drover/internal/runner"
 )
@@ -64,6 +65,10 @@ type Dialect struct {
 	// ToolName names a tool call, once, when it is first seen; nil (or
 	// "") names it by its ACP kind ("execute", "edit", …).
 	ToolName func(c Call) string
+	// Tools describe the calls ToolName names (UES-5), by those names; a
+	// call they do not list is described by its ACP kind when it is named
+	// by it, else by its title.
+	Tools runner.Tools
 	// Denied reports whether the output of a failed call says the agent
 	// refused it itself (its own permission rules): the result is
 	// "denied", not "error".
@@ -137,7 +142,7 @@ type Conversation struct {
 	queued   []drover.Event  // to go before the next line's events
 
 	stop           *promptResult
-	failed         *rpcError // session/prompt failed
+	failed         *jsonrpc.Error // session/prompt failed
 	startErr       *drover.Error
 	resumeRejected bool
 }
@@ -161,7 +166,7 @@ func NewConversation(s runner.Stamp, sess Session, d Dialect) *Conversation {
 		asks: map[string]*ask{}, asked: map[string]int{}}
 	for _, r := range append([]string{sess.Cwd}, sess.AddDirs...) {
 		if r != "" {
-			c.roots = append(c.roots, realPath(filepath.Clean(r)))
+			c.roots = append(c.roots, contain.Resolve(r))
 		}
 	}
 	return c
@@ -171,7 +176,7 @@ func NewConversation(s runner.Stamp, sess Session, d Dialect) *Conversation {
 func (c *Conversation) request(method string, params any) []byte {
 	c.nextID++
 	c.sent[fmt.Sprint(c.nextID)] = method
-	return line(map[string]any{"id": c.nextID, "method": method, "params": params})
+	return rpc.Request(c.nextID, method, params)
 }
 
 // Open implements runner.Conversation: initialize, offering the file
@@ -222,12 +227,12 @@ func (c *Conversation) cancelTurn() []byte {
 	for _, id := range slices.Sorted(maps.Keys(c.asks)) {
 		a := c.asks[id]
 		delete(c.asks, id)
-		out = append(out, result(a.rpcID, acpsdk.RequestPermissionResponse{Outcome: acpsdk.NewRequestPermissionOutcomeCancelled()})...)
+		out = append(out, rpc.Result(a.rpcID, acpsdk.RequestPermissionResponse{Outcome: acpsdk.NewRequestPermissionOutcomeCancelled()})...)
 		c.reject(a.call)
 		c.queued = append(c.queued, c.Event(drover.TypePermissionWithdrawn, drover.PermissionWithdrawnPayload{
 			RequestID: id, Reason: "the turn was cancelled"}))
 	}
-	return append(out, notification(acpsdk.AgentMethodSessionCancel, acpsdk.CancelNotification{SessionId: acpsdk.SessionId(c.sessionID)})...)
+	return append(out, rpc.Notification(acpsdk.AgentMethodSessionCancel, acpsdk.CancelNotification{SessionId: acpsdk.SessionId(c.sessionID)})...)
 }
 
 // Pass implements runner.Conversation. An answer becomes the result of its
@@ -251,7 +256,7 @@ func (c *Conversation) Pass(in drover.LiveInput) ([]byte, error) {
 		if !allow {
 			c.reject(a.call)
 		}
-		return result(a.rpcID, a.answer(allow, allow && in.Answer.Always)), nil
+		return rpc.Result(a.rpcID, a.answer(allow, allow && in.Answer.Always)), nil
 	case in.Interrupt != nil:
 		switch {
 		case c.prompting:
@@ -269,13 +274,10 @@ func (c *Conversation) Pass(in drover.LiveInput) ([]byte, error) {
 	return nil, errors.New("empty live input")
 }
 
-var (
-	warmMessage               = runner.WarmDecoders(new(message), new(chunkLine))
-	_           runner.Warmer = (*Conversation)(nil)
-)
+var _ runner.Warmer = (*Conversation)(nil)
 
-// Warm implements runner.Warmer.
-func (c *Conversation) Warm() { warmMessage() }
+// Decodes implements runner.Warmer.
+func (*Conversation) Decodes() []any { return []any{new(jsonrpc.Message), new(chunkLine)} }
 
 // Translate implements runner.Translator for one JSON-RPC line. Until the
 // session is known its events are held (a session/load the agent rejects
@@ -289,17 +291,17 @@ func (c *Conversation) Translate(raw []byte) ([]drover.Event, error) {
 
 // translate is Translate of any line, decoded the general way.
 func (c *Conversation) translate(raw []byte) ([]drover.Event, error) {
-	var m message
+	var m jsonrpc.Message
 	if err := runner.Unmarshal(raw, &m); err != nil {
 		return nil, fmt.Errorf("undecodable %s line: %w", c.Agent, err)
 	}
 	evs := c.settle(m)
 	switch {
-	case m.Method != "" && m.hasID():
+	case m.Method != "" && m.HasID():
 		evs = append(evs, c.agentRequest(m, raw)...)
 	case m.Method != "":
 		evs = append(evs, c.notify(m, raw)...)
-	case m.hasID():
+	case m.HasID():
 		evs = append(evs, c.response(m)...)
 	default:
 		return evs, fmt.Errorf("%s line that is no request, response or notification", c.Agent)
@@ -351,14 +353,14 @@ func (c *Conversation) textChunkLine(raw []byte) (_ []drover.Event, ok bool) {
 		return nil, false
 	}
 	var l chunkLine
-	if !decodeChunkLine(raw, &l) || l.Method != acpsdk.ClientMethodSessionUpdate || (message{ID: l.ID}).hasID() {
+	if !decodeChunkLine(raw, &l) || l.Method != acpsdk.ClientMethodSessionUpdate || (jsonrpc.Message{ID: l.ID}).HasID() {
 		return nil, false
 	}
 	u := l.Params.Update
 	if u.Content.Type != "text" || u.Content.Text == nil || u.Kind != "agent_message_chunk" && u.Kind != "agent_thought_chunk" {
 		return nil, false
 	}
-	evs := c.settle(message{})
+	evs := c.settle(jsonrpc.Message{})
 	if c.loading {
 		return evs, true // session/load replays the history: not this run's events
 	}
@@ -485,7 +487,7 @@ func scanChunkContent(s *jsonscan.Scanner, l *chunkLine) (ok bool) {
 // since the last line, and a denied result for each call drover rejected
 // that m does not report on (Gemini reports nothing on a rejected call:
 // the model is told, and the turn goes on).
-func (c *Conversation) settle(m message) []drover.Event {
+func (c *Conversation) settle(m jsonrpc.Message) []drover.Event {
 	evs := c.queued
 	c.queued = nil
 	if len(c.rejected) == 0 {
@@ -514,7 +516,7 @@ func (c *Conversation) settle(m message) []drover.Event {
 }
 
 // agentRequest answers a request of the agent's.
-func (c *Conversation) agentRequest(m message, raw []byte) []drover.Event {
+func (c *Conversation) agentRequest(m jsonrpc.Message, raw []byte) []drover.Event {
 	switch m.Method {
 	case acpsdk.ClientMethodSessionRequestPermission:
 		return c.requestPermission(m, raw)
@@ -525,7 +527,7 @@ func (c *Conversation) agentRequest(m message, raw []byte) []drover.Event {
 	}
 	// Terminals (never offered), elicitations and anything else: refused,
 	// so that the agent does not wait for an answer.
-	c.out = append(c.out, failure(m.ID, codeMethodNotFound, "drover does not handle "+m.Method)...)
+	c.out = append(c.out, rpc.Error(m.ID, jsonrpc.CodeMethodNotFound, "drover does not handle "+m.Method)...)
 	return []drover.Event{c.Extension(extName(m.Method), raw)}
 }
 
@@ -533,7 +535,7 @@ func (c *Conversation) agentRequest(m message, raw []byte) []drover.Event {
 func extName(method string) string { return strings.ReplaceAll(method, "/", "_") }
 
 // response handles the answer to a request of ours.
-func (c *Conversation) response(m message) []drover.Event {
+func (c *Conversation) response(m jsonrpc.Message) []drover.Event {
 	key := strings.TrimSpace(string(m.ID))
 	method, ok := c.sent[key]
 	if !ok {
@@ -564,7 +566,7 @@ func (c *Conversation) fail(code drover.ErrorCode, msg string) {
 
 // onInitialize handles initialize's answer: the session is started or
 // loaded, unless the agent cannot take what the run needs.
-func (c *Conversation) onInitialize(m message) []drover.Event {
+func (c *Conversation) onInitialize(m jsonrpc.Message) []drover.Event {
 	if m.Error != nil {
 		c.fail(drover.CodeAdapterError, fmt.Sprintf("%s: initialize: %s", c.Agent, m.Error.Message))
 		return nil
@@ -606,7 +608,7 @@ func (c *Conversation) onInitialize(m message) []drover.Event {
 // session is known (init, then what was held), the mode selected and the
 // prompt sent. A session/load the agent refuses as unknown is a rejected
 // resume.
-func (c *Conversation) sessionStarted(method string, m message) []drover.Event {
+func (c *Conversation) sessionStarted(method string, m jsonrpc.Message) []drover.Event {
 	c.loading = false
 	if m.Error != nil {
 		if method == acpsdk.AgentMethodSessionLoad && (unknownSession(m.Error) ||
@@ -658,8 +660,8 @@ func (c *Conversation) sessionStarted(method string, m message) []drover.Event {
 // unknownSession reports whether a session/load error says the session
 // does not exist (invalid params, or a text saying so), rather than that
 // loading failed.
-func unknownSession(e *rpcError) bool {
-	if e.Code == codeInvalidParams {
+func unknownSession(e *jsonrpc.Error) bool {
+	if e.Code == jsonrpc.CodeInvalidParams {
 		return true
 	}
 	msg := strings.ToLower(e.Message + " " + string(e.Data))
@@ -693,7 +695,7 @@ func (c *Conversation) prompt() {
 
 // onPrompted handles session/prompt's answer: the turn is over, and stdin
 // closes.
-func (c *Conversation) onPrompted(m message) []drover.Event {
+func (c *Conversation) onPrompted(m jsonrpc.Message) []drover.Event {
 	c.prompting, c.closeIn = false, true
 	evs := c.flush()
 	if m.Error != nil {
@@ -724,7 +726,7 @@ func (c *Conversation) flush() []drover.Event {
 }
 
 // notify maps a notification: session/update, or an extension event.
-func (c *Conversation) notify(m message, raw []byte) []drover.Event {
+func (c *Conversation) notify(m jsonrpc.Message, raw []byte) []drover.Event {
 	if m.Method != acpsdk.ClientMethodSessionUpdate {
 		return []drover.Event{c.Extension(extName(m.Method), raw)}
 	}
@@ -844,7 +846,7 @@ func (c *Conversation) Finish(exit runner.Exit) ([]drover.Event, bool) {
 	if c.resumeRejected {
 		return nil, true
 	}
-	evs := c.settle(message{})
+	evs := c.settle(jsonrpc.Message{})
 	evs = append(evs, c.flush()...)
 	done := drover.DonePayload{Status: drover.StatusError, ResumeToken: c.sessionID, DurationMs: exit.Duration.Milliseconds()}
 	meta := runner.SessionMeta(c.sessionID)
@@ -938,7 +940,7 @@ func count(n *int) *int64 {
 // promptFailure classifies a failed prompt: a JSON-RPC error whose code is
 // an HTTP status (Gemini) or the dialect's FailureStatus, with the shared
 // status rules and the dialect's differences; with neither, by its text.
-func (c *Conversation) promptFailure(e rpcError) drover.Event {
+func (c *Conversation) promptFailure(e jsonrpc.Error) drover.Event {
 	status := 0
 	if e.Code >= 400 && e.Code <= 599 {
 		status = e.Code

@@ -11,37 +11,9 @@ import (
 	acpsdk "github.com/coder/acp-go-sdk"
 
 	"github.com/drover-run/drover"
+	"github.com/drover-run/drover/internal/contain"
+	"github.com/drover-run/drover/internal/jsonrpc"
 )
-
-// realPath returns p with the symbolic links of its longest existing
-// prefix resolved, so that a link inside a root pointing outside it
-// counts as outside, and a file that does not exist yet is judged by the
-// directory it would be created in.
-func realPath(p string) string {
-	if r, err := filepath.EvalSymlinks(p); err == nil {
-		return r
-	}
-	parent := filepath.Dir(p)
-	if parent == p {
-		return p
-	}
-	return filepath.Join(realPath(parent), filepath.Base(p))
-}
-
-// inRoots reports whether the absolute path p lies in one of the run's
-// directories (Cwd and AddDirs), symbolic links resolved.
-func (c *Conversation) inRoots(p string) bool {
-	if !filepath.IsAbs(p) {
-		return false
-	}
-	p = realPath(filepath.Clean(p))
-	for _, r := range c.roots {
-		if rel, err := filepath.Rel(r, p); err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
-			return true
-		}
-	}
-	return false
-}
 
 // fsRequest is fs/read_text_file's or fs/write_text_file's params.
 type fsRequest struct {
@@ -65,7 +37,7 @@ func (c *Conversation) fsCheck(method string, r fsRequest) string {
 		return "the run's tier (dry-run) allows no writes"
 	case !filepath.IsAbs(r.Path):
 		return fmt.Sprintf("path %q is not absolute", r.Path)
-	case !c.inRoots(r.Path):
+	case !contain.InRoots(r.Path, c.roots):
 		return fmt.Sprintf("%s is outside the run's directories", r.Path)
 	}
 	return ""
@@ -73,8 +45,8 @@ func (c *Conversation) fsCheck(method string, r fsRequest) string {
 
 // refuse answers a file request with an error and reports it as
 // "<agent>:fs_refused".
-func (c *Conversation) refuse(m message, raw []byte, code int, why string) []drover.Event {
-	c.out = append(c.out, failure(m.ID, code, "drover: "+why)...)
+func (c *Conversation) refuse(m jsonrpc.Message, raw []byte, code int, why string) []drover.Event {
+	c.out = append(c.out, rpc.Error(m.ID, code, "drover: "+why)...)
 	ev := c.Extension("fs_refused", raw)
 	ev.Metadata = map[string]any{"reason": why}
 	return []drover.Event{ev}
@@ -82,21 +54,21 @@ func (c *Conversation) refuse(m message, raw []byte, code int, why string) []dro
 
 // readTextFile serves fs/read_text_file inside the run's directories:
 // the file's text, from line (1-based) on, at most limit lines.
-func (c *Conversation) readTextFile(m message, raw []byte) []drover.Event {
+func (c *Conversation) readTextFile(m jsonrpc.Message, raw []byte) []drover.Event {
 	var r fsRequest
 	if err := json.Unmarshal(m.Params, &r); err != nil {
-		return c.refuse(m, raw, codeInvalidParams, "unreadable params: "+err.Error())
+		return c.refuse(m, raw, jsonrpc.CodeInvalidParams, "unreadable params: "+err.Error())
 	}
 	if why := c.fsCheck(m.Method, r); why != "" {
-		return c.refuse(m, raw, codeInvalidParams, why)
+		return c.refuse(m, raw, jsonrpc.CodeInvalidParams, why)
 	}
 	data, err := os.ReadFile(r.Path)
 	if errors.Is(err, os.ErrNotExist) {
 		return c.refuse(m, raw, codeNotFound, r.Path+": no such file")
 	} else if err != nil {
-		return c.refuse(m, raw, codeInternal, err.Error())
+		return c.refuse(m, raw, jsonrpc.CodeInternal, err.Error())
 	}
-	c.out = append(c.out, result(m.ID, acpsdk.ReadTextFileResponse{Content: lines(string(data), r.Line, r.Limit)})...)
+	c.out = append(c.out, rpc.Result(m.ID, acpsdk.ReadTextFileResponse{Content: lines(string(data), r.Line, r.Limit)})...)
 	return nil
 }
 
@@ -121,20 +93,20 @@ func lines(s string, line, limit *int) string {
 // writeTextFile serves fs/write_text_file inside the run's directories,
 // creating the file (and its directories) when missing; a tier that
 // allows no writes refuses it.
-func (c *Conversation) writeTextFile(m message, raw []byte) []drover.Event {
+func (c *Conversation) writeTextFile(m jsonrpc.Message, raw []byte) []drover.Event {
 	var r fsRequest
 	if err := json.Unmarshal(m.Params, &r); err != nil || r.Content == nil {
-		return c.refuse(m, raw, codeInvalidParams, "params need a path and content")
+		return c.refuse(m, raw, jsonrpc.CodeInvalidParams, "params need a path and content")
 	}
 	if why := c.fsCheck(m.Method, r); why != "" {
-		return c.refuse(m, raw, codeInvalidParams, why)
+		return c.refuse(m, raw, jsonrpc.CodeInvalidParams, why)
 	}
 	if err := os.MkdirAll(filepath.Dir(r.Path), 0o755); err != nil {
-		return c.refuse(m, raw, codeInternal, err.Error())
+		return c.refuse(m, raw, jsonrpc.CodeInternal, err.Error())
 	}
 	if err := os.WriteFile(r.Path, []byte(*r.Content), 0o644); err != nil {
-		return c.refuse(m, raw, codeInternal, err.Error())
+		return c.refuse(m, raw, jsonrpc.CodeInternal, err.Error())
 	}
-	c.out = append(c.out, result(m.ID, acpsdk.WriteTextFileResponse{})...)
+	c.out = append(c.out, rpc.Result(m.ID, acpsdk.WriteTextFileResponse{})...)
 	return nil
 }

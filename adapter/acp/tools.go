@@ -11,6 +11,9 @@ import (
 	acpsdk "github.com/coder/acp-go-sdk"
 
 	"github.com/drover-run/drover"
+	"github.com/drover-run/drover/internal/contain"
+	"github.com/drover-run/drover/internal/jsonrpc"
+	"github.com/drover-run/drover/internal/runner"
 )
 
 // toolUpdate is a tool_call, a tool_call_update or a permission request's
@@ -121,8 +124,17 @@ func (c *Conversation) toolName(k Call) string {
 	return "tool"
 }
 
-// describeAs are the names DescribeTool knows for ACP's kinds.
-var describeAs = map[string]string{"execute": "shell", "edit": "edit", "read": "read", "search": "search", "fetch": "fetch"}
+// kindTools describe a call named by its ACP kind (the dialect names it
+// no other way) by the rawInput members agents speaking ACP use; the
+// other kinds (delete, move, think, switch_mode, other) read as the
+// call's title.
+var kindTools = runner.Tools{
+	string(acpsdk.ToolKindExecute): {Kind: drover.ToolShell, Keys: []string{"command", "cmd"}},
+	string(acpsdk.ToolKindEdit):    {Kind: drover.ToolEdit, Keys: []string{"file_path", "path", "filePath", "notebook_path"}},
+	string(acpsdk.ToolKindRead):    {Kind: drover.ToolRead, Keys: []string{"file_path", "path", "filePath", "absolute_path"}},
+	string(acpsdk.ToolKindSearch):  {Kind: drover.ToolSearch, Keys: []string{"pattern", "query"}},
+	string(acpsdk.ToolKindFetch):   {Kind: drover.ToolFetch, Keys: []string{"url", "prompt"}},
+}
 
 // callInput is the call's input: its rawInput, or, when the agent sends
 // none (Gemini), what ACP's other fields say: the file it acts on (path),
@@ -148,18 +160,19 @@ func (k *call) callInput() map[string]any {
 	return in
 }
 
-// description is a one-line description (UES-5): DescribeTool's, or the
-// call's ACP title where DescribeTool does not know the tool.
-func (k *call) description(input map[string]any) string {
-	name := k.name
-	if alias, ok := describeAs[name]; ok {
-		name = alias
+// description is the call's one-line description (UES-5): by the
+// dialect's tools, else by its ACP kind when it is named by it, else its
+// title ("Using NAME" when it has none).
+func (c *Conversation) description(k *call, input map[string]any) string {
+	for _, tools := range []runner.Tools{c.d.Tools, kindTools} {
+		if _, ok := tools[k.name]; ok {
+			return tools.Describe(k.name, input)
+		}
 	}
-	d := drover.DescribeTool(name, input)
-	if strings.HasPrefix(d, "Using ") && k.title != "" {
+	if k.title != "" {
 		return k.title
 	}
-	return d
+	return drover.DescribeCall(drover.ToolOther, k.name, "")
 }
 
 // use returns the call's tool_use (once).
@@ -172,7 +185,7 @@ func (c *Conversation) use(k *call) []drover.Event {
 	c.timing.Start(k.id, k.name, c.Now())
 	in := k.callInput()
 	return []drover.Event{c.Event(drover.TypeToolUse, drover.ToolUsePayload{ToolName: k.name, ToolUseID: k.id,
-		Input: in, Description: k.description(in)})}
+		Input: in, Description: c.description(k, in)})}
 }
 
 // result returns the call's tool_result (once), after its tool_use if that
@@ -307,14 +320,14 @@ func allows(r acpsdk.RequestPermissionResponse, options []acpsdk.PermissionOptio
 // dry-run reject everything; supervised allows edits of files inside the
 // run's directories. The rest becomes a permission_request, answered by
 // Pass; with no Live to answer it, it is rejected at once.
-func (c *Conversation) requestPermission(m message, raw []byte) []drover.Event {
+func (c *Conversation) requestPermission(m jsonrpc.Message, raw []byte) []drover.Event {
 	var p struct {
 		Options  []acpsdk.PermissionOption `json:"options"`
 		ToolCall toolUpdate                `json:"toolCall"`
 	}
 	if err := json.Unmarshal(m.Params, &p); err != nil {
 		// What it asks cannot be known: refused.
-		c.out = append(c.out, result(m.ID, acpsdk.RequestPermissionResponse{Outcome: acpsdk.NewRequestPermissionOutcomeCancelled()})...)
+		c.out = append(c.out, rpc.Result(m.ID, acpsdk.RequestPermissionResponse{Outcome: acpsdk.NewRequestPermissionOutcomeCancelled()})...)
 		return []drover.Event{c.Extension("request_permission", raw)}
 	}
 	if p.ToolCall.ToolCallID == "" {
@@ -328,7 +341,7 @@ func (c *Conversation) requestPermission(m message, raw []byte) []drover.Event {
 		if !allows(r, a.options) {
 			c.reject(k.id)
 		}
-		c.out = append(c.out, result(m.ID, r)...)
+		c.out = append(c.out, rpc.Result(m.ID, r)...)
 		return append(evs, c.Extension(ext, raw))
 	}
 	switch tier := c.sess.Tier; {
@@ -343,7 +356,7 @@ func (c *Conversation) requestPermission(m message, raw []byte) []drover.Event {
 	}
 	in := k.callInput()
 	req := drover.PermissionRequestPayload{RequestID: c.requestID(k.id), ToolName: k.name, ToolUseID: k.id,
-		Input: in, Description: k.description(in), Reason: k.output}
+		Input: in, Description: c.description(k, in), Reason: k.output}
 	c.asks[req.RequestID] = a
 	ev := c.Event(drover.TypePermissionRequest, req)
 	ev.Metadata = map[string]any{"options": p.Options}
@@ -358,7 +371,7 @@ func (c *Conversation) workspaceEdit(k *call) bool {
 	default:
 		return false
 	}
-	return len(k.paths) > 0 && !slices.ContainsFunc(k.paths, func(p string) bool { return !c.inRoots(p) })
+	return len(k.paths) > 0 && !slices.ContainsFunc(k.paths, func(p string) bool { return !contain.InRoots(p, c.roots) })
 }
 
 // requestID returns a request id unique in the run: the call's id the

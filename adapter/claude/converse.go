@@ -178,7 +178,7 @@ func (t *translator) controlRequest(l line, raw []byte) []drover.Event {
 	}
 	t.asked[l.RequestID] = askedCall{tool: r.ToolName, toolUseID: r.ToolUseID, input: input, suggestions: r.PermissionSuggestions}
 	ev := t.Event(drover.TypePermissionRequest, drover.PermissionRequestPayload{RequestID: l.RequestID,
-		ToolName: r.ToolName, ToolUseID: r.ToolUseID, Input: input, Reason: r.Description})
+		ToolName: r.ToolName, ToolUseID: r.ToolUseID, Input: input, Description: tools.Describe(r.ToolName, input), Reason: r.Description})
 	var suggestions []any
 	if json.Unmarshal(r.PermissionSuggestions, &suggestions) == nil && len(suggestions) > 0 {
 		ev.Metadata = map[string]any{"permissionSuggestions": suggestions}

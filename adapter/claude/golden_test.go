@@ -100,14 +100,21 @@ func TestADP2_GoldenSemantics(t *testing.T) {
 			return
 		}
 		asked := 0
+		described := map[string]string{} // tool_use id → its description
 		for _, ev := range evs {
 			switch p := ev.Payload.(type) {
 			case drover.ErrorPayload:
 				t.Errorf("%s: an interactive run's control is not an error: %+v", name, p)
+			case drover.ToolUsePayload:
+				described[p.ToolUseID] = p.Description
 			case drover.PermissionRequestPayload:
 				asked++
 				if p.RequestID == "" || p.Reason == "" || ev.Metadata["permissionSuggestions"] == nil {
 					t.Errorf("%s: permission request %+v %v", name, p, ev.Metadata)
+				}
+				// Described as the call it asks about.
+				if d, ok := described[p.ToolUseID]; p.Description == "" || ok && p.Description != d {
+					t.Errorf("%s: permission request described %q, its call %q", name, p.Description, d)
 				}
 			}
 		}

@@ -149,13 +149,10 @@ func newTranslator(s runner.Stamp, resume bool) *translator {
 		results: map[string]bool{}, denied: map[string]bool{}}
 }
 
-var (
-	warmLine               = runner.WarmDecoders(new(line))
-	_        runner.Warmer = (*translator)(nil)
-)
+var _ runner.Warmer = (*translator)(nil)
 
-// Warm implements runner.Warmer.
-func (t *translator) Warm() { warmLine() }
+// Decodes implements runner.Warmer.
+func (*translator) Decodes() []any { return []any{new(line)} }
 
 // Translate implements runner.Translator: one native line → events. A line
 // that is not a JSON object with a type is an error (skipped by the runner).
@@ -372,7 +369,7 @@ func (t *translator) assistant(l line) []drover.Event {
 			t.calls.Start(b.ID, b.Name, t.Now())
 			t.toolUses++
 			evs = append(evs, t.Event(drover.TypeToolUse, drover.ToolUsePayload{ToolName: b.Name, ToolUseID: b.ID,
-				Input: input, Description: drover.DescribeTool(b.Name, input)}))
+				Input: input, Description: tools.Describe(b.Name, input)}))
 		}
 	}
 	return evs

@@ -10,6 +10,7 @@ import (
 
 	"github.com/drover-run/drover"
 	"github.com/drover-run/drover/internal/contain"
+	"github.com/drover-run/drover/internal/jsonrpc"
 )
 
 // ask is an approval request of the app-server's that the engine decides
@@ -61,7 +62,7 @@ func (a *ask) answer(allow, always bool) any {
 // permission_request, unless the tier answers it (edits in the workspace
 // in supervised, everything in autonomous; nothing is approved in sandbox
 // or dry-run, which never ask); anything else is answered at once.
-func (c *conversation) serverRequest(m rpcMessage, raw []byte) []drover.Event {
+func (c *conversation) serverRequest(m jsonrpc.Message, raw []byte) []drover.Event {
 	a := &ask{id: m.ID, method: m.Method}
 	var req drover.PermissionRequestPayload
 	hint := "" // the preferred request id
@@ -91,9 +92,6 @@ func (c *conversation) serverRequest(m rpcMessage, raw []byte) []drover.Event {
 			input["network"] = network
 		}
 		req = drover.PermissionRequestPayload{ToolUseID: p.ItemID, Input: input, Reason: p.Reason}
-		if a.tool == "exec_command" {
-			req.Description = describeCommand(p.Command)
-		}
 		hint = p.ItemID
 		if p.ApprovalID != "" {
 			hint += "/" + p.ApprovalID
@@ -110,7 +108,7 @@ func (c *conversation) serverRequest(m rpcMessage, raw []byte) []drover.Event {
 		if c.info.tier == drover.TierSupervised && known && p.GrantRoot == "" && insideRoots(changes, c.roots) {
 			// PERM-1: supervised edits the workspace without asking; Codex's
 			// "untrusted" asks for every edit.
-			c.out = append(c.out, respond(m.ID, a.answer(true, false))...)
+			c.out = append(c.out, rpc.Result(m.ID, a.answer(true, false))...)
 			return []drover.Event{c.Extension("auto_approved", raw)}
 		}
 		input := map[string]any{"changes": changesInput(appItem{item: item{Type: "fileChange"}, Changes: changes}.exec().Changes)}
@@ -136,7 +134,7 @@ func (c *conversation) serverRequest(m rpcMessage, raw []byte) []drover.Event {
 		if p.Meta.Kind != "mcp_tool_call" {
 			// An MCP server asking the user for input: there is no one to
 			// fill its form in.
-			c.out = append(c.out, respond(m.ID, map[string]any{"action": "decline"})...)
+			c.out = append(c.out, rpc.Result(m.ID, map[string]any{"action": "decline"})...)
 			return []drover.Event{c.Extension("mcpServer_elicitation_request", raw)}
 		}
 		a.tool = "mcp__" + p.ServerName + "__" + p.Meta.ToolName
@@ -164,25 +162,24 @@ func (c *conversation) serverRequest(m rpcMessage, raw []byte) []drover.Event {
 		hint = p.ItemID
 	case "item/tool/requestUserInput":
 		// request_user_input: nobody can answer the model's questions.
-		c.out = append(c.out, respond(m.ID, map[string]any{"answers": map[string]any{}})...)
+		c.out = append(c.out, rpc.Result(m.ID, map[string]any{"answers": map[string]any{}})...)
 		return []drover.Event{c.Extension("item_tool_requestUserInput", raw)}
 	default:
 		// Requests drover has no answer for (dynamic tools it never
 		// registered, ChatGPT token refresh, attestation) are refused, so
 		// that the server does not wait for them.
-		c.out = append(c.out, jsonLine(map[string]any{"id": m.ID,
-			"error": map[string]any{"code": -32601, "message": "drover does not handle " + m.Method}})...)
+		c.out = append(c.out, rpc.Error(m.ID, jsonrpc.CodeMethodNotFound, "drover does not handle "+m.Method)...)
 		return []drover.Event{c.Extension(strings.ReplaceAll(m.Method, "/", "_"), raw)}
 	}
 	switch c.info.tier {
 	case drover.TierAutonomous:
-		c.out = append(c.out, respond(m.ID, a.answer(true, false))...)
+		c.out = append(c.out, rpc.Result(m.ID, a.answer(true, false))...)
 		return []drover.Event{c.Extension("auto_approved", raw)}
 	case drover.TierSandbox, drover.TierDryRun:
-		c.out = append(c.out, respond(m.ID, a.answer(false, false))...)
+		c.out = append(c.out, rpc.Result(m.ID, a.answer(false, false))...)
 		return []drover.Event{c.Extension("auto_declined", raw)}
 	}
-	req.ToolName = a.tool
+	req.ToolName, req.Description = a.tool, tools.Describe(a.tool, req.Input)
 	req.RequestID = c.requestID(hint, m.ID)
 	c.asks[req.RequestID] = a
 	return []drover.Event{c.Event(drover.TypePermissionRequest, req)}
@@ -238,7 +235,7 @@ func (c *conversation) Pass(in drover.LiveInput) ([]byte, error) {
 		case !allow && ans.Message != "":
 			note = fmt.Sprintf("%s was denied: %s", a.tool, ans.Message)
 		}
-		out := respond(a.id, a.answer(allow, allow && ans.Always))
+		out := rpc.Result(a.id, a.answer(allow, allow && ans.Always))
 		if note != "" && c.turnID != "" && !c.turnDone {
 			out = append(out, c.steer(note)...)
 		}
@@ -282,7 +279,7 @@ func insideRoots(changes []appChange, roots []string) bool {
 			if !filepath.IsAbs(p) {
 				return false
 			}
-			p = resolvePath(p)
+			p = contain.Resolve(p)
 			if !slices.ContainsFunc(roots, func(r string) bool { return underRoot(p, r) }) {
 				return false
 			}
@@ -295,15 +292,10 @@ func insideRoots(changes []appChange, roots []string) bool {
 // directory of it.
 func underRoot(p, root string) bool {
 	rel, err := filepath.Rel(root, p)
-	if err != nil || rel == "." || !within(p, root) {
+	if err != nil || rel == "." || !contain.Within(p, root) {
 		return false
 	}
 	return !slices.ContainsFunc(strings.Split(rel, string(filepath.Separator)), func(part string) bool {
 		return slices.Contains(protectedDirs, part)
 	})
 }
-
-// resolvePath returns p with the symbolic links of its longest existing
-// prefix resolved, so that a link inside a root to a place outside it
-// counts as outside.
-func resolvePath(p string) string { return contain.Resolve(p) }

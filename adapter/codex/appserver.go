@@ -26,6 +26,8 @@ import (
 	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/drover-run/drover"
+	"github.com/drover-run/drover/internal/contain"
+	"github.com/drover-run/drover/internal/jsonrpc"
 	"github.com/drover-run/drover/internal/jsonscan"
 	"github.com/drover-run/drover/internal/runner"
 )
@@ -179,43 +181,20 @@ func newConversation(s runner.Stamp, info runInfo, prompt string, opts drover.Op
 		partial: opts.PartialText, tier: lt, sent: map[string]string{}, asks: map[string]*ask{},
 		asked: map[string]bool{}, changes: map[string][]appChange{}}
 	for _, r := range append([]string{info.cwd}, addDirs(opts)...) {
-		c.roots = append(c.roots, resolvePath(r))
+		c.roots = append(c.roots, contain.Resolve(r))
 	}
 	return c
 }
 
-// rpcMessage is any JSON-RPC line: a request (method and id), a
-// notification (method) or a response (id and result or error).
-type rpcMessage struct {
-	ID     json.RawMessage `json:"id"`
-	Method string          `json:"method"`
-	Params json.RawMessage `json:"params"`
-	Result json.RawMessage `json:"result"`
-	Error  *struct {
-		Code    int    `json:"code"`
-		Message string `json:"message"`
-	} `json:"error"`
-}
+// rpc writes the app-server's lines: JSON-RPC 2.0 without the "jsonrpc"
+// member.
+var rpc = jsonrpc.Codec{Unversioned: true}
 
 // request returns the line of a request of ours and remembers it.
 func (c *conversation) request(method string, params any) []byte {
 	c.nextID++
 	c.sent[fmt.Sprint(c.nextID)] = method
-	return jsonLine(map[string]any{"id": c.nextID, "method": method, "params": params})
-}
-
-// respond returns the line answering the server's request id.
-func respond(id json.RawMessage, result any) []byte {
-	return jsonLine(map[string]any{"id": id, "result": result})
-}
-
-// jsonLine encodes v as one JSON line.
-func jsonLine(v any) []byte {
-	b, err := json.Marshal(v)
-	if err != nil {
-		panic(fmt.Sprintf("codex: encode JSON-RPC message: %v", err)) // only drover's own values are encoded
-	}
-	return append(b, '\n')
+	return rpc.Request(c.nextID, method, params)
 }
 
 // Open implements runner.Conversation: initialize, opting out of the
@@ -246,13 +225,10 @@ func (c *conversation) Finished() bool {
 	return c.turnDone || c.resumeRejected || c.startErr != nil
 }
 
-var (
-	warmMessage               = runner.WarmDecoders(new(rpcMessage))
-	_           runner.Warmer = (*conversation)(nil)
-)
+var _ runner.Warmer = (*conversation)(nil)
 
-// Warm implements runner.Warmer.
-func (c *conversation) Warm() { warmMessage() }
+// Decodes implements runner.Warmer.
+func (*conversation) Decodes() []any { return []any{new(jsonrpc.Message)} }
 
 // Translate implements runner.Translator for one JSON-RPC line. Until the
 // thread is known nothing is returned (a rejected resume must yield
@@ -276,7 +252,7 @@ func (c *conversation) Translate(raw []byte) ([]drover.Event, error) {
 
 // translate maps any line, decoded the general way.
 func (c *conversation) translate(raw []byte) ([]drover.Event, error) {
-	var m rpcMessage
+	var m jsonrpc.Message
 	if err := runner.Unmarshal(raw, &m); err != nil {
 		return nil, fmt.Errorf("undecodable %s line: %w", c.Agent, err)
 	}
@@ -292,7 +268,7 @@ func (c *conversation) translate(raw []byte) ([]drover.Event, error) {
 }
 
 // response handles the answer to a request of ours.
-func (c *conversation) response(m rpcMessage, raw []byte) []drover.Event {
+func (c *conversation) response(m jsonrpc.Message, raw []byte) []drover.Event {
 	key := string(bytes.TrimSpace(m.ID))
 	method, ok := c.sent[key]
 	if !ok {
@@ -316,7 +292,7 @@ func (c *conversation) response(m rpcMessage, raw []byte) []drover.Event {
 	}
 	switch method {
 	case "initialize":
-		c.out = append(c.out, jsonLine(map[string]any{"method": "initialized"})...)
+		c.out = append(c.out, rpc.Notification("initialized", nil)...)
 		params := map[string]any{"cwd": c.info.cwd, "approvalPolicy": c.tier.ApprovalPolicy, "sandbox": c.tier.Sandbox}
 		name := "thread/start"
 		if c.resume != "" {
@@ -410,7 +386,7 @@ func (c *conversation) steer(text string) []byte {
 }
 
 // notification maps one server notification.
-func (c *conversation) notification(m rpcMessage, raw []byte) []drover.Event {
+func (c *conversation) notification(m jsonrpc.Message, raw []byte) []drover.Event {
 	switch m.Method {
 	case "thread/started":
 		return c.startThread(idAt(m.Params, "thread"), "")
@@ -599,10 +575,10 @@ func itemOf(params json.RawMessage) (appItem, bool) {
 }
 
 // itemLineFields are the member names the general decoding of an item
-// notification takes at each level (rpcMessage, itemOf's params, appItem):
+// notification takes at each level (jsonrpc.Message, itemOf's params, appItem):
 // scanItemLine gives up on one it does not read.
 var itemLineFields = struct{ line, params, item jsonscan.Fields }{
-	jsonscan.FieldsOf(reflect.TypeFor[rpcMessage]()),
+	jsonscan.FieldsOf(reflect.TypeFor[jsonrpc.Message]()),
 	jsonscan.FieldsOf(reflect.TypeFor[struct {
 		Item itemField `json:"item"`
 	}]()),

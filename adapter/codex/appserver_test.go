@@ -9,6 +9,7 @@ import (
 
 	"github.com/drover-run/drover"
 	"github.com/drover-run/drover/adapter/adaptertest"
+	"github.com/drover-run/drover/internal/contain"
 	"github.com/drover-run/drover/internal/runner"
 	"github.com/drover-run/drover/internal/testkit/uestest"
 )
@@ -245,18 +246,23 @@ func TestPERM1_LiveTierAnswersItself(t *testing.T) {
 	}
 }
 
-// TestPERM1_InsideRootsResolvesLinks: an edit through a link out of the
-// workspace, in a protected directory, or of a relative path is asked for.
+// TestPERM1_InsideRootsResolvesLinks: an edit through a link or a ".." out
+// of the workspace, of the workspace itself, in a protected directory, or
+// of a relative path is asked for.
 func TestPERM1_InsideRootsResolvesLinks(t *testing.T) {
 	ws, out := t.TempDir(), t.TempDir()
 	if err := os.Symlink(out, filepath.Join(ws, "link")); err != nil {
 		t.Fatal(err)
 	}
-	roots := []string{resolvePath(ws)}
+	roots := []string{contain.Resolve(ws)}
 	change := func(p string) []appChange {
 		var c appChange
 		c.Path = p
 		return []appChange{c}
+	}
+	up, err := filepath.Rel(ws, filepath.Join(out, "f"))
+	if err != nil {
+		t.Fatal(err)
 	}
 	moved := change(filepath.Join(ws, "a"))
 	target := filepath.Join(out, "b")
@@ -273,10 +279,15 @@ func TestPERM1_InsideRootsResolvesLinks(t *testing.T) {
 		"no change":               {nil, false},
 		"the root's parent":       {change(filepath.Dir(ws)), false},
 		"a sibling with a prefix": {change(ws + "x/f"), false},
+		"climbing out":            {change(ws + string(filepath.Separator) + up), false},
+		"the root itself":         {change(ws), false},
 	} {
 		if got := insideRoots(tc.changes, roots); got != tc.want {
 			t.Errorf("%s: %v, want %v", name, got, tc.want)
 		}
+	}
+	if !insideRoots(change(filepath.Join(out, "f")), []string{"/"}) || insideRoots(change("/.git/config"), []string{"/"}) {
+		t.Error(`the root "/": a file outside .git not inside, or .git not protected`)
 	}
 }
 

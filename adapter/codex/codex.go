@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/drover-run/drover"
+	"github.com/drover-run/drover/internal/contain"
 	"github.com/drover-run/drover/internal/runner"
 )
 
@@ -396,7 +397,7 @@ func (a *Adapter) env(opts drover.Options) ([]string, string, error) {
 		if tmp == "" {
 			tmp = "/tmp"
 		}
-		if within(home, tmp) {
+		if abs, err := filepath.Abs(tmp); err == nil && contain.Within(home, abs) {
 			// Codex refuses to create its sandbox helper links under a
 			// temporary directory that contains CODEX_HOME and warns on
 			// every run; a TMPDIR inside CODEX_HOME is not its parent.
@@ -416,16 +417,6 @@ func (a *Adapter) env(opts drover.Options) ([]string, string, error) {
 		set(k, v)
 	}
 	return append(env, extra...), home, nil
-}
-
-// within reports whether path is dir or below it.
-func within(path, dir string) bool {
-	dir, err := filepath.Abs(dir)
-	if err != nil {
-		return false
-	}
-	rel, err := filepath.Rel(dir, path)
-	return err == nil && rel != ".." && !strings.HasPrefix(rel, "../")
 }
 
 // userCodexHome is the user's own Codex home: $CODEX_HOME or ~/.codex.

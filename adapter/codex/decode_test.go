@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/drover-run/drover"
+	"github.com/drover-run/drover/internal/jsonrpc"
 	"github.com/drover-run/drover/internal/runner"
 	"github.com/drover-run/drover/internal/testkit/uestest"
 )
@@ -50,7 +51,7 @@ func TestPERF1_ItemDecodedInOnePassAgreesWithTwoPasses(t *testing.T) {
 	}
 	for _, c := range uestest.Captures(t) {
 		for _, l := range c.Lines(t) {
-			var m rpcMessage
+			var m jsonrpc.Message
 			if runner.Unmarshal(l, &m) == nil && strings.HasPrefix(m.Method, "item/") && len(m.Params) > 0 {
 				params = append(params, string(m.Params))
 			}
@@ -72,7 +73,7 @@ func BenchmarkTranslateAgentMessage(b *testing.B) {
 	line := []byte(`{"method":"item/completed","params":{"item":{"type":"agentMessage","id":"msg_0123456789abcdef","text":"` +
 		strings.Repeat("The quick brown fox jumps over the lazy dog; ", 3) + `","phase":null},` +
 		`"threadId":"0199a213-81c0-7800-8aa1-bbab2a035a53","turnId":"0199a213-81c0-7800-8aa1-bbab2a035a54"}}`)
-	c := newBenchConversation(b)
+	c := newBenchConversation(b, drover.Options{})
 	b.SetBytes(int64(len(line)))
 	b.ReportAllocs()
 	for b.Loop() {
@@ -83,10 +84,28 @@ func BenchmarkTranslateAgentMessage(b *testing.B) {
 	}
 }
 
-// newBenchConversation is a live conversation whose thread has started.
-func newBenchConversation(b *testing.B) *conversation {
+// BenchmarkTranslateAgentMessageDelta measures a line the general
+// decoding reads, the most frequent one of a run with partial text: a
+// delta of the agent's message.
+func BenchmarkTranslateAgentMessageDelta(b *testing.B) {
+	line := []byte(`{"method":"item/agentMessage/delta","params":{"threadId":"01a21066-63f6-71b2-8e6d-93050215d97f",` +
+		`"turnId":"01a21066-6430-7782-92cb-34d0fe134b91","itemId":"msg_c3b547fb5e87b5122f294b0c","delta":"streamed "},"emittedAtMs":1795571475653}`)
+	c := newBenchConversation(b, drover.Options{PartialText: true})
+	b.SetBytes(int64(len(line)))
+	b.ReportAllocs()
+	for b.Loop() {
+		evs, err := c.Translate(line)
+		if err != nil || len(evs) != 1 {
+			b.Fatal(evs, err)
+		}
+	}
+}
+
+// newBenchConversation is a live conversation of opts whose thread has
+// started.
+func newBenchConversation(b *testing.B, opts drover.Options) *conversation {
 	b.Helper()
-	c := newConversation(runner.Stamp{Agent: ID, SessionID: "s", Now: time.Now}, runInfo{cwd: b.TempDir()}, "p", drover.Options{})
+	c := newConversation(runner.Stamp{Agent: ID, SessionID: "s", Now: time.Now}, runInfo{cwd: b.TempDir()}, "p", opts)
 	c.startThread("t", "")
 	return c
 }
@@ -94,7 +113,7 @@ func newBenchConversation(b *testing.B) *conversation {
 // generalItemLine is how Translate reads an item notification without the
 // scanner: the envelope, then itemOf of its params.
 func generalItemLine(raw []byte) (string, appItem, bool) {
-	var m rpcMessage
+	var m jsonrpc.Message
 	if runner.Unmarshal(raw, &m) != nil || len(m.ID) > 0 || m.Method != "item/completed" && m.Method != "item/started" {
 		return "", appItem{}, false
 	}

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/drover-run/drover"
@@ -172,17 +173,21 @@ func TestADP2_GoldenSemantics(t *testing.T) {
 }
 
 // checkCase asserts what only Codex promises: no cost (it reports none),
-// and the descriptions drover.DescribeTool gives, except a shell command's,
-// which shows the script inside Codex's shell wrapper; in live runs, a
-// permission request is about a tool call already in the stream, has a
-// request id of its own, and each answer is to an earlier request.
+// and a shell command described by the script inside Codex's shell
+// wrapper; in live runs, a permission request is about a tool call already
+// in the stream, described as that call, has a request id of its own, and
+// each answer is to an earlier request.
 func checkCase(t testing.TB, name string, _ uestest.Expect, evs []drover.Event) {
-	uses, asked := map[string]bool{}, map[string]bool{}
+	uses, asked := map[string]drover.ToolUsePayload{}, map[string]bool{}
 	for _, ev := range evs {
 		switch p := ev.Payload.(type) {
 		case drover.PermissionRequestPayload:
-			if !uses[p.ToolUseID] || p.RequestID == "" || asked[p.RequestID] {
+			use, ok := uses[p.ToolUseID]
+			if !ok || p.RequestID == "" || asked[p.RequestID] {
 				t.Errorf("%s: permission request %+v: not about an earlier tool_use, or its id is not its own", name, p)
+			}
+			if p.Description == "" || use.ToolName == p.ToolName && p.Description != use.Description {
+				t.Errorf("%s: permission request described %q, its call %q", name, p.Description, use.Description)
 			}
 			asked[p.RequestID] = true
 		case drover.PermissionAnswerPayload:
@@ -194,9 +199,9 @@ func checkCase(t testing.TB, name string, _ uestest.Expect, evs []drover.Event) 
 				t.Errorf("%s: codex reports no cost, got %v", name, *p.Usage.TotalCostUSD)
 			}
 		case drover.ToolUsePayload:
-			uses[p.ToolUseID] = true
-			if p.ToolName != "exec_command" && p.Description != drover.DescribeTool(p.ToolName, p.Input) {
-				t.Errorf("%s: description %q", name, p.Description)
+			uses[p.ToolUseID] = p
+			if cmd, _ := p.Input["command"].(string); p.ToolName == "exec_command" && strings.Contains(p.Description, "/bin/bash -lc") {
+				t.Errorf("%s: %q described with its shell wrapper: %q", name, cmd, p.Description)
 			}
 		}
 	}

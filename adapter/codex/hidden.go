@@ -305,7 +305,7 @@ func (t *translator) hiddenCalls(ro *rollout, stderr string) []drover.Event {
 		t.toolUses++
 		t.calls.Record(h.c.callID, h.c.name)
 		use := t.Event(drover.TypeToolUse, drover.ToolUsePayload{ToolName: h.c.name, ToolUseID: h.c.callID,
-			Input: h.c.input, Description: drover.DescribeTool(h.c.name, h.c.input)})
+			Input: h.c.input, Description: tools.Describe(h.c.name, h.c.input)})
 		res := t.toolResult(h.c.callID, h.st, h.c.output)
 		meta := map[string]any{"codexHidden": h.src}
 		use.Metadata, res.Metadata = meta, map[string]any{"codexHidden": h.src}

@@ -138,13 +138,10 @@ func (t *translator) initEvent() drover.Event {
 	return t.Init(t.info.model, t.info.cwd, t.info.tools, runner.SessionMeta(t.threadID))
 }
 
-var (
-	warmLine               = runner.WarmDecoders(new(line))
-	_        runner.Warmer = (*translator)(nil)
-)
+var _ runner.Warmer = (*translator)(nil)
 
-// Warm implements runner.Warmer.
-func (t *translator) Warm() { warmLine() }
+// Decodes implements runner.Warmer.
+func (*translator) Decodes() []any { return []any{new(line)} }
 
 // Translate implements runner.Translator: one native line → events. A line
 // that is not a JSON object with a type is an error (skipped by the runner).
@@ -281,7 +278,7 @@ func (t *translator) toolItem(it item, started, completed bool, kind, name strin
 	}
 	if !t.calls.Known(id) {
 		if desc == "" {
-			desc = drover.DescribeTool(name, input)
+			desc = tools.Describe(name, input)
 		}
 		t.calls.Start(id, name, t.Now())
 		t.toolUses++
@@ -317,12 +314,6 @@ func itemStatus(s string) drover.ToolStatus {
 		return drover.ToolDenied
 	}
 	return drover.ToolError // failed, in_progress at completion, anything else
-}
-
-// describeCommand describes a command_execution: Codex reports the command
-// wrapped as `/bin/bash -lc '…'`; the description shows what is inside.
-func describeCommand(cmd string) string {
-	return drover.DescribeTool("exec_command", map[string]any{"cmd": unwrapShell(cmd)})
 }
 
 var shellWrapRe = regexp.MustCompile(`^/(?:usr/)?bin/(?:ba|z)?sh -lc (.*)$`)

@@ -93,6 +93,7 @@ func LiveTools(opts drover.Options) []string {
 func acpDialect() acp.Dialect {
 	return acp.Dialect{
 		WriteTextFile: true,
+		Tools:         tools,
 		ToolName: func(c acp.Call) string {
 			name, _, ok := strings.Cut(c.ID, "__")
 			if !ok {

@@ -76,7 +76,8 @@ func TestACP1_GeminiLivePrepare(t *testing.T) {
 }
 
 // TestACP1_GeminiDialect: Gemini's ACP ways: a call named by its id's
-// prefix, "Path not in workspace" denied, usage from _meta.quota.
+// prefix and described by Gemini's tools, "Path not in workspace" denied,
+// usage from _meta.quota.
 func TestACP1_GeminiDialect(t *testing.T) {
 	d := acpDialect()
 	if d.ReadTextFile || !d.WriteTextFile {
@@ -87,6 +88,9 @@ func TestACP1_GeminiDialect(t *testing.T) {
 	}
 	if n := d.ToolName(acp.Call{ID: "plain"}); n != "" {
 		t.Fatalf("name %q, want none (the ACP kind then)", n)
+	}
+	if got := d.Tools.Describe("write_file", map[string]any{"path": "/ws/a.txt"}); got != "Writing /ws/a.txt" {
+		t.Fatalf("a write over ACP described %q", got)
 	}
 	if !d.Denied(`Path not in workspace: Attempted path "/x" resolves outside`) || d.Denied("boom") {
 		t.Fatal("denial texts misread")

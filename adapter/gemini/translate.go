@@ -100,13 +100,10 @@ func (t *translator) initEvent(model string) drover.Event {
 	return t.Init(model, t.cfg.cwd, t.cfg.tools, runner.SessionMeta(t.vendorSess))
 }
 
-var (
-	warmLine               = runner.WarmDecoders(new(line))
-	_        runner.Warmer = (*translator)(nil)
-)
+var _ runner.Warmer = (*translator)(nil)
 
-// Warm implements runner.Warmer.
-func (t *translator) Warm() { warmLine() }
+// Decodes implements runner.Warmer.
+func (*translator) Decodes() []any { return []any{new(line)} }
 
 // Translate implements runner.Translator: one native line → events. A line
 // that is not a JSON object with a type is an error (skipped by the runner).
@@ -205,7 +202,7 @@ func (t *translator) toolUse(l line) drover.Event {
 	t.calls.Start(l.ToolID, l.ToolName, parseTime(l.Timestamp))
 	t.toolUses++
 	return t.Event(drover.TypeToolUse, drover.ToolUsePayload{ToolName: l.ToolName, ToolUseID: l.ToolID,
-		Input: input, Description: drover.DescribeTool(l.ToolName, input)})
+		Input: input, Description: tools.Describe(l.ToolName, input)})
 }
 
 // deniedTypes are gemini's error types for a call its permission system

@@ -43,6 +43,7 @@ func acpDialect(statusFile string) acp.Dialect {
 	return acp.Dialect{
 		ReadTextFile: true, WriteTextFile: true,
 		ToolName:    func(c acp.Call) string { return c.Title },
+		Tools:       tools,
 		Denied:      func(out string) bool { return runner.ContainsAny(out, denialMarkers) },
 		StatusRules: statusRules,
 		// An unknown session's session/load fails as "Internal error:

@@ -71,11 +71,15 @@ func TestADP3_PartialTextNeedsLive(t *testing.T) {
 }
 
 // TestACP1_OpenCodeDialect: OpenCode's ACP ways: a call named by its first
-// title, its denials by their texts, an unknown session's load failure.
+// title and described by OpenCode's tools, its denials by their texts, an
+// unknown session's load failure.
 func TestACP1_OpenCodeDialect(t *testing.T) {
 	d := acpDialect("")
 	if n := d.ToolName(acp.Call{ID: "call_1", Title: "bash", Kind: "execute"}); n != "bash" {
 		t.Fatalf("name %q", n)
+	}
+	if got := d.Tools.Describe("write", map[string]any{"filePath": "a.txt"}); got != "Writing a.txt" {
+		t.Fatalf("a write over ACP described %q", got)
 	}
 	if !d.Denied("The user rejected permission to use this specific tool call.") || d.Denied("exit 1") {
 		t.Fatal("denial texts misread")

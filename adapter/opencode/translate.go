@@ -97,13 +97,10 @@ func newTranslator(s runner.Stamp, opts drover.Options, model string) *translato
 		model: model, cwd: opts.Cwd, tools: Tools(opts)}
 }
 
-var (
-	warmLine               = runner.WarmDecoders(new(line))
-	_        runner.Warmer = (*translator)(nil)
-)
+var _ runner.Warmer = (*translator)(nil)
 
-// Warm implements runner.Warmer.
-func (t *translator) Warm() { warmLine() }
+// Decodes implements runner.Warmer.
+func (*translator) Decodes() []any { return []any{new(line)} }
 
 // Translate implements runner.Translator: one native line → events. A line
 // that is not a JSON object with a type is an error (skipped by the runner).
@@ -208,7 +205,7 @@ func (t *translator) toolUse(p part) []drover.Event {
 	}
 	t.toolUses++
 	use := t.Event(drover.TypeToolUse, drover.ToolUsePayload{ToolName: name, ToolUseID: id, Input: input,
-		Description: drover.DescribeTool(name, input)})
+		Description: tools.Describe(name, input)})
 	res := drover.ToolResultPayload{ToolUseID: id, ToolName: name, Status: st, Output: out}
 	if tr := p.State.Time; tr != nil && tr.End >= tr.Start && tr.Start > 0 {
 		d := tr.End - tr.Start

@@ -127,6 +127,21 @@ func Resolve(path string) string {
 	}
 }
 
+// InRoots reports whether the absolute path is one of roots or lies
+// beneath one once its symbolic links are resolved (Resolve): a link
+// inside a root to a place outside it is outside, and a file not created
+// yet is judged by the directory it would be created in. roots are
+// compared as given: resolve each once (Resolve) when setting them. A
+// relative path is in none, since which directory it is relative to is
+// the caller's to say.
+func InRoots(path string, roots []string) bool {
+	if !filepath.IsAbs(path) {
+		return false
+	}
+	path = Resolve(path)
+	return slices.ContainsFunc(roots, func(root string) bool { return Within(path, root) })
+}
+
 // init makes this program a launcher when Var is set (see the package
 // doc). An init function, unlike every other in drover, because this is a
 // process-entry hook, not a registration: it has to run before any other

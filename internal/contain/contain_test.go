@@ -336,3 +336,54 @@ func TestSEC2_Decide(t *testing.T) {
 		}
 	}
 }
+
+// TestInRoots: a path is in the roots when it is one or lies beneath one
+// once resolved, so that a link out of a root, or a ".." climbing out of
+// one, is outside; a file not created yet counts where it would be made;
+// a relative path is in none; "/" holds every absolute path.
+func TestInRoots(t *testing.T) {
+	dir := t.TempDir()
+	ws, other, out := filepath.Join(dir, "ws"), filepath.Join(dir, "other"), filepath.Join(dir, "out")
+	for _, d := range []string{ws, other, out} {
+		if err := os.Mkdir(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Symlink(out, filepath.Join(ws, "link")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(ws, filepath.Join(out, "back")); err != nil {
+		t.Fatal(err)
+	}
+	roots := []string{Resolve(ws), Resolve(other)}
+	for _, c := range []struct {
+		path string
+		want bool
+	}{
+		{ws, true},
+		{filepath.Join(ws, "a.go"), true},
+		{filepath.Join(ws, "new", "dir", "f.go"), true},
+		{filepath.Join(other, "f"), true},
+		{filepath.Join(out, "back", "f"), true},
+		{filepath.Join(ws, "link"), false},
+		{filepath.Join(ws, "link", "f"), false},
+		{filepath.Join(ws, "link", "new", "f"), false},
+		{ws + "/../out/f", false},
+		{ws + "/sub/../../out/f", false},
+		{ws + "/sub/../f", true},
+		{ws + "x/f", false},
+		{dir, false},
+		{"a.go", false},
+		{"", false},
+	} {
+		if got := InRoots(c.path, roots); got != c.want {
+			t.Errorf("InRoots(%q) = %v, want %v", c.path, got, c.want)
+		}
+	}
+	if !InRoots(filepath.Join(out, "f"), []string{"/"}) || InRoots("f", []string{"/"}) {
+		t.Error(`the root "/" does not hold every absolute path, and only those`)
+	}
+	if InRoots(filepath.Join(ws, "f"), nil) {
+		t.Error("a path is in no roots at all")
+	}
+}

@@ -510,27 +510,40 @@ func TestInputQueue(t *testing.T) {
 	}
 }
 
-// warmTranslator is a convTranslator that counts its warm-ups and notes
-// whether the first line came after one.
+// warmTranslator is a convTranslator that names a type to warm, counts
+// how often the runner asks for its types and decodes that type, and
+// notes whether the first line came after a decode.
 type warmTranslator struct {
 	*convTranslator
-	warmed, lines int
-	warmFirst     bool
+	asked, decoded, lines int
+	warmFirst             bool
 }
 
-func (w *warmTranslator) Warm() { w.warmed++ }
+// warmProbe is the type a warmTranslator names: it counts its decodes.
+type warmProbe struct{ decoded *int }
+
+func (p *warmProbe) UnmarshalJSON([]byte) error {
+	*p.decoded++
+	return nil
+}
+
+func (w *warmTranslator) Decodes() []any {
+	w.asked++
+	return []any{&warmProbe{decoded: &w.decoded}}
+}
 
 func (w *warmTranslator) Translate(line []byte) ([]drover.Event, error) {
 	if w.lines == 0 {
-		w.warmFirst = w.warmed > 0
+		w.warmFirst = w.decoded > 0
 	}
 	w.lines++
 	return w.convTranslator.Translate(line)
 }
 
-// TestPERF1_TranslatorWarmedBeforeFirstLine: a Translator that is a Warmer
-// is warmed once per process started, before it translates the vendor's
-// first line, in a one-shot run and in a conversation alike.
+// TestPERF1_TranslatorWarmedBeforeFirstLine: the types a Translator that
+// is a Warmer names are decoded once per process started, before it
+// translates the vendor's first line, in a one-shot run and in a
+// conversation alike.
 func TestPERF1_TranslatorWarmedBeforeFirstLine(t *testing.T) {
 	for _, c := range []struct {
 		name   string
@@ -555,8 +568,8 @@ func TestPERF1_TranslatorWarmedBeforeFirstLine(t *testing.T) {
 					cancel()
 				}
 			})
-			if w == nil || w.lines == 0 || !w.warmFirst || w.warmed != 1 {
-				t.Fatalf("translator %+v: want warmed once, before its first line", w)
+			if w == nil || w.lines == 0 || !w.warmFirst || w.asked != 1 || w.decoded != 1 {
+				t.Fatalf("translator %+v: want its type decoded once, before its first line", w)
 			}
 		})
 	}

@@ -5,14 +5,16 @@ import (
 	"sync"
 )
 
-// A Warmer is a Translator with work to do once per process before it
-// translates a line quickly. jsonv2 builds its machinery the first time it
-// decodes and a type's decoder the first time it meets the type: ~0.8 ms
-// for claude's first line, all of it on the way from the vendor's first
-// line to drover's first event. The runner
-// calls Warm once the vendor has started, while it starts up.
+// A Warmer is a Translator that names the types it decodes its lines
+// into, so that the runner can warm them. jsonv2 builds its machinery the
+// first time it decodes and a type's decoder the first time it meets the
+// type: ~0.8 ms for claude's first line, all of it on the way from the
+// vendor's first line to drover's first event. The runner builds both
+// once the vendor has started, while it starts up, before the first line.
 type Warmer interface {
-	Warm()
+	// Decodes returns a new value of each type, by pointer (new(line)):
+	// the runner decodes into them.
+	Decodes() []any
 }
 
 // warmDecoding has jsonv2 decode a line of the kinds of values vendors'
@@ -33,21 +35,17 @@ var warmDecoding = sync.OnceFunc(func() {
 	_ = Unmarshal([]byte(`{"s":"a\n","l":["b"],"r":{"x":[1]},"m":{"k":[true,null,"c",2.5]},"p":"d","n":{"i":1,"f":0.5,"b":true}}`), &v)
 })
 
-// WarmDecoders returns a Warm for a Translator that decodes its lines
-// into the types vs point to: called any number of times, it builds
-// jsonv2's machinery and the decoders of those types, once per process.
-func WarmDecoders(vs ...any) func() {
-	return sync.OnceFunc(func() {
-		warmDecoding()
-		for _, v := range vs {
-			_ = Unmarshal([]byte(`{}`), v)
-		}
-	})
-}
-
-// warm runs the Translator's Warm, if it has one.
+// warm builds jsonv2's machinery and the decoders of the types the
+// Translator decodes into, if it is a Warmer. jsonv2 keeps what it builds
+// for the process: a type met before costs a decode of "{}" again, a
+// microsecond, off the way to the first event.
 func (a *attemptRun) warm() {
-	if w, ok := a.tr.(Warmer); ok {
-		w.Warm()
+	w, ok := a.tr.(Warmer)
+	if !ok {
+		return
+	}
+	warmDecoding()
+	for _, v := range w.Decodes() {
+		_ = Unmarshal([]byte(`{}`), v)
 	}
 }

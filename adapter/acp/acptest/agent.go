@@ -15,7 +15,11 @@ import (
 	"time"
 
 	"github.com/drover-run/drover"
+	"github.com/drover-run/drover/internal/jsonrpc"
 )
+
+// rpc writes the agent's lines.
+var rpc jsonrpc.Codec
 
 // Environment of the scripted agent.
 const (
@@ -45,7 +49,8 @@ const (
 //	ask [silent] asks to run `rm -rf build` (execute): allowed, it completes; rejected, it
 //	             fails (silent: reports nothing, as Gemini does); the message says the outcome
 //	ask-edit P   asks to edit the file P (kind edit); the message says the outcome
-//	fs DIR       reads and writes in.txt/sub/out.txt in its cwd and DIR/outside.txt;
+//	fs DIR       reads and writes in.txt/sub/out.txt in its cwd, DIR/secret.txt (also
+//	             by a path climbing out of its cwd) and DIR/outside.txt;
 //	             the message reports each outcome
 //	crash        a message chunk, then exits 3 mid-turn
 //	ask-exit     asks for permission and exits 4 without waiting
@@ -60,24 +65,6 @@ func Agent(mode string, in io.Reader, out io.Writer) int {
 	return a.serve()
 }
 
-// msg is a JSON-RPC message as the agent reads it: its members.
-type msg map[string]json.RawMessage
-
-// method is its method, "" for a response.
-func (m msg) method() string {
-	var s string
-	json.Unmarshal(m["method"], &s)
-	return s
-}
-
-// errorCode is its error's code, if it is an error response.
-func (m msg) errorCode() (int, bool) {
-	var e struct {
-		Code int `json:"code"`
-	}
-	return e.Code, json.Unmarshal(m["error"], &e) == nil
-}
-
 type agent struct {
 	r      *bufio.Reader
 	w      io.Writer
@@ -88,20 +75,20 @@ type agent struct {
 	cancel bool // session/cancel received in this turn
 }
 
-func (a *agent) next() (msg, bool) {
+func (a *agent) next() (jsonrpc.Message, bool) {
 	for {
 		l, err := a.r.ReadBytes('\n')
 		if len(strings.TrimSpace(string(l))) > 0 {
-			var m msg
+			var m jsonrpc.Message
 			if json.Unmarshal(l, &m) == nil {
-				if m.method() == "session/cancel" {
+				if m.Method == "session/cancel" {
 					a.cancelled()
 				}
 				return m, true
 			}
 		}
 		if err != nil {
-			return nil, false
+			return jsonrpc.Message{}, false
 		}
 	}
 }
@@ -113,20 +100,16 @@ func (a *agent) cancelled() {
 	}
 }
 
-func (a *agent) send(v map[string]any) {
-	v["jsonrpc"] = "2.0"
-	b, _ := json.Marshal(v)
-	a.w.Write(append(b, '\n'))
-}
+func (a *agent) send(line []byte) { a.w.Write(line) }
 
-func (a *agent) reply(id json.RawMessage, res any) { a.send(map[string]any{"id": id, "result": res}) }
+func (a *agent) reply(id json.RawMessage, res any) { a.send(rpc.Result(id, res)) }
 
 func (a *agent) replyErr(id json.RawMessage, code int, text string) {
-	a.send(map[string]any{"id": id, "error": map[string]any{"code": code, "message": text}})
+	a.send(rpc.Error(id, code, text))
 }
 
 func (a *agent) update(u map[string]any) {
-	a.send(map[string]any{"method": "session/update", "params": map[string]any{"sessionId": SessionID, "update": u}})
+	a.send(rpc.Notification("session/update", map[string]any{"sessionId": SessionID, "update": u}))
 }
 
 func (a *agent) say(text string) {
@@ -134,16 +117,16 @@ func (a *agent) say(text string) {
 }
 
 // call sends a request to the client and returns its answer.
-func (a *agent) call(method string, params any) (msg, bool) {
+func (a *agent) call(method string, params any) (jsonrpc.Message, bool) {
 	a.nextID++
 	id := a.nextID
-	a.send(map[string]any{"id": id, "method": method, "params": params})
+	a.send(rpc.Request(id, method, params))
 	for {
 		m, ok := a.next()
 		if !ok {
 			return m, false
 		}
-		if m.method() == "" && string(m["id"]) == fmt.Sprint(id) {
+		if m.Method == "" && string(m.ID) == fmt.Sprint(id) {
 			return m, true
 		}
 	}
@@ -155,13 +138,13 @@ func (a *agent) serve() int {
 		if !ok {
 			return 0
 		}
-		switch m.method() {
+		switch m.Method {
 		case "initialize":
 			if a.mode == "mute" {
 				time.Sleep(30 * time.Second)
 				return 0
 			}
-			a.reply(m["id"], map[string]any{"protocolVersion": 1, "authMethods": []any{},
+			a.reply(m.ID, map[string]any{"protocolVersion": 1, "authMethods": []any{},
 				"agentInfo": map[string]any{"name": "fake-acp", "version": Version},
 				"agentCapabilities": map[string]any{"loadSession": a.mode != "noload",
 					"mcpCapabilities": map[string]any{"http": true, "sse": false}}})
@@ -171,42 +154,42 @@ func (a *agent) serve() int {
 				SessionID  string          `json:"sessionId"`
 				McpServers json.RawMessage `json:"mcpServers"`
 			}
-			json.Unmarshal(m["params"], &p)
+			json.Unmarshal(m.Params, &p)
 			a.cwd, a.mcp = p.Cwd, p.McpServers
-			if m.method() == "session/new" {
-				a.reply(m["id"], map[string]any{"sessionId": SessionID,
+			if m.Method == "session/new" {
+				a.reply(m.ID, map[string]any{"sessionId": SessionID,
 					"models": map[string]any{"currentModelId": "fake-model", "availableModels": []any{}}})
 				continue
 			}
 			if p.SessionID != KnownSession {
-				a.replyErr(m["id"], -32602, "session not found: "+p.SessionID)
+				a.replyErr(m.ID, -32602, "session not found: "+p.SessionID)
 				continue
 			}
 			// The history, replayed before the answer.
 			a.update(map[string]any{"sessionUpdate": "user_message_chunk", "content": map[string]any{"type": "text", "text": "old prompt"}})
 			a.say("old answer")
 			a.update(map[string]any{"sessionUpdate": "tool_call", "toolCallId": "old-call", "title": "ls", "kind": "execute", "status": "completed"})
-			a.reply(m["id"], map[string]any{})
+			a.reply(m.ID, map[string]any{})
 		case "session/set_mode":
-			a.reply(m["id"], map[string]any{})
+			a.reply(m.ID, map[string]any{})
 		case "session/prompt":
 			var p struct {
 				Prompt []struct {
 					Text string `json:"text"`
 				} `json:"prompt"`
 			}
-			json.Unmarshal(m["params"], &p)
+			json.Unmarshal(m.Params, &p)
 			text := ""
 			if len(p.Prompt) > 0 {
 				text = p.Prompt[0].Text
 			}
 			a.cancel = false
-			if code := a.prompt(m["id"], text); code >= 0 {
+			if code := a.prompt(m.ID, text); code >= 0 {
 				return code
 			}
 		default:
-			if len(m["id"]) > 0 && m.method() != "" {
-				a.replyErr(m["id"], -32601, "unknown method "+m.method())
+			if len(m.ID) > 0 && m.Method != "" {
+				a.replyErr(m.ID, -32601, "unknown method "+m.Method)
 			}
 		}
 	}
@@ -311,7 +294,7 @@ func (a *agent) ask(id json.RawMessage, what, arg string) int {
 		map[string]any{"optionId": "no", "name": "Reject", "kind": "reject_once"}}}
 	if what == "ask-exit" {
 		a.nextID++
-		a.send(map[string]any{"id": a.nextID, "method": "session/request_permission", "params": params})
+		a.send(rpc.Request(a.nextID, "session/request_permission", params))
 		return 4
 	}
 	m, ok := a.call("session/request_permission", params)
@@ -324,7 +307,7 @@ func (a *agent) ask(id json.RawMessage, what, arg string) int {
 			OptionID string `json:"optionId"`
 		} `json:"outcome"`
 	}
-	json.Unmarshal(m["result"], &r)
+	json.Unmarshal(m.Result, &r)
 	callID := call["toolCallId"]
 	switch {
 	case r.Outcome.Outcome == "cancelled":
@@ -360,14 +343,13 @@ func (a *agent) fs(dir string) {
 		switch {
 		case !ok:
 			report = append(report, name+"=eof")
-		case m["error"] != nil:
-			code, _ := m.errorCode()
-			report = append(report, fmt.Sprintf("%s=err:%d", name, code))
+		case m.Error != nil:
+			report = append(report, fmt.Sprintf("%s=err:%d", name, m.Error.Code))
 		default:
 			var r struct {
 				Content string `json:"content"`
 			}
-			json.Unmarshal(m["result"], &r)
+			json.Unmarshal(m.Result, &r)
 			report = append(report, name+"=ok:"+r.Content)
 		}
 	}
@@ -376,6 +358,9 @@ func (a *agent) fs(dir string) {
 	do("read-missing", "fs/read_text_file", map[string]any{"path": filepath.Join(a.cwd, "missing.txt")})
 	do("read-out", "fs/read_text_file", map[string]any{"path": filepath.Join(dir, "secret.txt")})
 	do("read-rel", "fs/read_text_file", map[string]any{"path": "in.txt"})
+	// DIR's secret.txt by way of the cwd: an absolute path that climbs out.
+	up, _ := filepath.Rel(a.cwd, filepath.Join(dir, "secret.txt"))
+	do("read-up", "fs/read_text_file", map[string]any{"path": a.cwd + string(filepath.Separator) + up})
 	do("write-in", "fs/write_text_file", map[string]any{"path": filepath.Join(a.cwd, "sub", "out.txt"), "content": "written\n"})
 	do("write-out", "fs/write_text_file", map[string]any{"path": filepath.Join(dir, "outside.txt"), "content": "escaped\n"})
 	do("write-link", "fs/write_text_file", map[string]any{"path": filepath.Join(a.cwd, "link", "via-link.txt"), "content": "escaped\n"})

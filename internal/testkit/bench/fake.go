@@ -19,6 +19,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/drover-run/drover/internal/jsonrpc"
 )
 
 // The fake's environment: its script. Everything else it is given (the
@@ -475,12 +477,6 @@ func (f *fake) claude(live bool) error {
 	return f.emit(f.fill(claudeResult, "{{RESULT}}", `"bench done"`))
 }
 
-// rpc is a JSON-RPC message as the fake reads drover's.
-type rpc struct {
-	ID     json.RawMessage `json:"id"`
-	Method string          `json:"method"`
-}
-
 // serve reads drover's requests until stdin ends and answers each with
 // answer; solo, it answers the script of requests drover would send.
 func (f *fake) serve(script []string, answer func(method string, id []byte) (bool, error)) error {
@@ -495,7 +491,7 @@ func (f *fake) serve(script []string, answer func(method string, id []byte) (boo
 	for {
 		line, err := f.in.ReadBytes('\n')
 		if len(bytes.TrimSpace(line)) > 0 {
-			var m rpc
+			var m jsonrpc.Message
 			if json.Unmarshal(line, &m) != nil {
 				return fmt.Errorf("undecodable request %q", line)
 			}
@@ -523,7 +519,8 @@ func (f *fake) unknownMethod(method string, id []byte) error {
 	if len(id) == 0 {
 		return nil
 	}
-	return f.emit(fmt.Appendf(nil, `{"jsonrpc":"2.0","id":%s,"error":{"code":-32601,"message":"Method not found: %s"}}`, id, method))
+	line := jsonrpc.Codec{}.Error(id, jsonrpc.CodeMethodNotFound, "Method not found: "+method)
+	return f.emit(bytes.TrimSuffix(line, []byte("\n")))
 }
 
 // geminiACP is `gemini --acp`: initialize, session/new, then the prompt's
