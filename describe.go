@@ -1,7 +1,6 @@
 package drover
 
 import (
-	"fmt"
 	"strings"
 )
 
@@ -63,75 +62,6 @@ func DescribeCall(k ToolKind, name, subject string) string {
 	return oneLine(d, 100)
 }
 
-// DescribeTool returns a one-line description of a call of the tool name
-// with input, for an event whose adapter gave none: the adapters describe
-// their own tools' calls, since each vendor's tool names and inputs are its
-// own. It knows a few common names ("bash", "read", "apply_patch", …), any
-// case, and falls back to "Using NAME".
-func DescribeTool(name string, input map[string]any) string {
-	k, ok := commonTools[strings.ToLower(name)]
-	if !ok {
-		return DescribeCall(ToolOther, name, "")
-	}
-	var subject string
-	if k == ToolPatch {
-		subject = patchTarget(inputString(input, "input", "patch"))
-		if subject == "" {
-			subject = changesTarget(input["changes"])
-		}
-	} else {
-		subject = inputString(input, commonKeys[k]...)
-	}
-	return DescribeCall(k, name, subject)
-}
-
-// commonTools are the tool names DescribeTool knows, lower-cased, and
-// commonKeys the input members that name each kind's subject, first found
-// first.
-var (
-	commonTools = map[string]ToolKind{
-		"bash": ToolShell, "shell": ToolShell, "command": ToolShell, "exec_command": ToolShell,
-		"write": ToolWrite, "create_file": ToolWrite,
-		"edit": ToolEdit, "multiedit": ToolEdit, "edit_file": ToolEdit, "str_replace": ToolEdit,
-		"apply_patch": ToolPatch, "patch": ToolPatch,
-		"read": ToolRead, "read_file": ToolRead, "view": ToolRead,
-		"grep": ToolSearch, "search": ToolSearch, "rg": ToolSearch,
-		"glob": ToolList, "ls": ToolList, "list": ToolList, "find": ToolList,
-		"webfetch": ToolFetch, "web_fetch": ToolFetch, "fetch": ToolFetch,
-		"websearch": ToolWebSearch, "web_search": ToolWebSearch,
-		"task": ToolDelegate, "todowrite": ToolPlan, "todo_write": ToolPlan,
-	}
-	commonKeys = map[ToolKind][]string{
-		ToolShell:     {"command", "cmd"},
-		ToolWrite:     {"file_path", "path", "filePath"},
-		ToolEdit:      {"file_path", "path", "filePath"},
-		ToolRead:      {"file_path", "path", "filePath"},
-		ToolSearch:    {"pattern", "query"},
-		ToolList:      {"pattern", "path"},
-		ToolFetch:     {"url"},
-		ToolWebSearch: {"query"},
-		ToolDelegate:  {"description", "prompt"},
-	}
-)
-
-// inputString is the first of input's keys that holds a non-empty string
-// or list (joined with spaces), or "".
-func inputString(input map[string]any, keys ...string) string {
-	for _, k := range keys {
-		if s, ok := input[k].(string); ok && s != "" {
-			return s
-		}
-		if a, ok := input[k].([]any); ok && len(a) > 0 {
-			parts := make([]string, 0, len(a))
-			for _, v := range a {
-				parts = append(parts, fmt.Sprint(v))
-			}
-			return strings.Join(parts, " ")
-		}
-	}
-	return ""
-}
-
 func withArg(verb, arg string, code bool) string {
 	if arg == "" {
 		return verb
@@ -141,33 +71,6 @@ func withArg(verb, arg string, code bool) string {
 		return verb + " `" + arg + "`"
 	}
 	return verb + " " + arg
-}
-
-// patchTarget extracts the first file named in an apply_patch body.
-func patchTarget(patch string) string {
-	for line := range strings.SplitSeq(patch, "\n") {
-		for _, p := range []string{"*** Add File: ", "*** Update File: ", "*** Delete File: "} {
-			if f, ok := strings.CutPrefix(line, p); ok {
-				return strings.TrimSpace(f)
-			}
-		}
-	}
-	return ""
-}
-
-// changesTarget names the first file of a file-change list
-// ([{"path": …, "kind": …}], as Codex reports applied patches).
-func changesTarget(v any) string {
-	changes, _ := v.([]any)
-	if len(changes) == 0 {
-		return ""
-	}
-	first, _ := changes[0].(map[string]any)
-	path, _ := first["path"].(string)
-	if len(changes) > 1 && path != "" {
-		return fmt.Sprintf("%s and %d more", path, len(changes)-1)
-	}
-	return path
 }
 
 // oneLine collapses whitespace runs to one space and cuts s to max runes with "…".

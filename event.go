@@ -96,7 +96,7 @@ type ThinkingPayload struct {
 }
 
 // ToolUsePayload is the payload of "tool_use". Description is a one-line
-// human description for live views (UES-5), see [DescribeTool].
+// human description for live views (UES-5), see [DescribeCall].
 type ToolUsePayload struct {
 	ToolName    string         `json:"toolName"`
 	ToolUseID   string         `json:"toolUseId"`
@@ -134,7 +134,7 @@ type PermissionRequestPayload struct {
 	Input     map[string]any `json:"input"`
 	// Reason is the vendor's own words for what the call does, if any.
 	Reason string `json:"reason,omitempty"`
-	// Description is a one-line human description (see DescribeTool).
+	// Description is a one-line human description (see DescribeCall).
 	Description string `json:"description,omitempty"`
 	// Deadline, in Unix milliseconds, is when an unanswered request is
 	// denied; 0 when nobody is waited for.

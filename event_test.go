@@ -120,30 +120,37 @@ func TestUES4_SchemaValidatesEvents(t *testing.T) {
 	}
 }
 
+// UES-5: a call reads by its kind, from its subject, in one short line;
+// a kind drover does not know reads "Using NAME". The vendors map their
+// own tools to kinds (adapter/<vendor>/tools.go).
 func TestUES5_ToolDescriptions(t *testing.T) {
 	cases := []struct {
-		name  string
-		input map[string]any
-		want  string
+		kind          drover.ToolKind
+		name, subject string
+		want          string
 	}{
-		{"Bash", map[string]any{"command": "go test ./..."}, "Running `go test ./...`"},
-		{"exec_command", map[string]any{"cmd": "ls\n  -la"}, "Running `ls -la`"},
-		{"Write", map[string]any{"file_path": "main.go"}, "Writing main.go"},
-		{"Edit", map[string]any{"file_path": "a.go"}, "Editing a.go"},
-		{"Read", map[string]any{"file_path": "README.md"}, "Reading README.md"},
-		{"Grep", map[string]any{"pattern": "TODO"}, "Searching for `TODO`"},
-		{"apply_patch", map[string]any{"input": "*** Begin Patch\n*** Add File: hello.txt\n+hi"}, "Patching hello.txt"},
-		{"apply_patch", map[string]any{"changes": []any{map[string]any{"path": "/ws/a.go", "kind": "add"}}}, "Patching /ws/a.go"},
-		{"apply_patch", map[string]any{"changes": []any{map[string]any{"path": "a.go"}, map[string]any{"path": "b.go"}}}, "Patching a.go and 1 more"},
-		{"mcp__echo__echo", map[string]any{}, "Using mcp__echo__echo"},
-		{"Bash", map[string]any{}, "Running"},
+		{drover.ToolShell, "Bash", "go test ./...", "Running `go test ./...`"},
+		{drover.ToolShell, "exec_command", "ls\n  -la", "Running `ls -la`"},
+		{drover.ToolWrite, "Write", "main.go", "Writing main.go"},
+		{drover.ToolEdit, "Edit", "a.go", "Editing a.go"},
+		{drover.ToolPatch, "apply_patch", "hello.txt", "Patching hello.txt"},
+		{drover.ToolRead, "Read", "README.md", "Reading README.md"},
+		{drover.ToolSearch, "Grep", "TODO", "Searching for `TODO`"},
+		{drover.ToolList, "Glob", "**/*.go", "Listing **/*.go"},
+		{drover.ToolFetch, "WebFetch", "https://go.dev", "Fetching https://go.dev"},
+		{drover.ToolWebSearch, "WebSearch", "go 1.26", "Searching the web for `go 1.26`"},
+		{drover.ToolDelegate, "Task", "review", "Delegating review"},
+		{drover.ToolPlan, "TodoWrite", "", "Updating the plan"},
+		{drover.ToolOther, "mcp__echo__echo", "x", "Using mcp__echo__echo"},
+		{"unheard-of", "weird", "x", "Using weird"},
+		{drover.ToolShell, "Bash", "", "Running"},
 	}
 	for _, c := range cases {
-		if got := drover.DescribeTool(c.name, c.input); got != c.want {
-			t.Errorf("DescribeTool(%s) = %q, want %q", c.name, got, c.want)
+		if got := drover.DescribeCall(c.kind, c.name, c.subject); got != c.want {
+			t.Errorf("DescribeCall(%s, %s, %q) = %q, want %q", c.kind, c.name, c.subject, got, c.want)
 		}
 	}
-	long := drover.DescribeTool("Bash", map[string]any{"command": strings.Repeat("x", 500)})
+	long := drover.DescribeCall(drover.ToolShell, "Bash", strings.Repeat("x", 500))
 	if n := len([]rune(long)); n > 100 || strings.Contains(long, "\n") {
 		t.Errorf("description not one short line: %d runes", n)
 	}

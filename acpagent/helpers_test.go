@@ -58,7 +58,7 @@ func echo() *agenttest.Agent {
 				{Type: drover.TypeTextDelta, Payload: drover.TextDeltaPayload{Delta: answer[:half]}},
 				{Type: drover.TypeTextDelta, Payload: drover.TextDeltaPayload{Delta: answer[half:]}},
 				{Type: drover.TypeText, Payload: drover.TextPayload{Content: answer}},
-				{Type: drover.TypeToolUse, Payload: drover.ToolUsePayload{ToolName: "Read", ToolUseID: "tr1", Input: map[string]any{"file_path": "/w/main.go"}}},
+				{Type: drover.TypeToolUse, Payload: drover.ToolUsePayload{ToolName: "Read", ToolUseID: "tr1", Input: map[string]any{"file_path": "/w/main.go"}, Description: "Reading /w/main.go"}},
 				{Type: drover.TypeToolResult, Payload: drover.ToolResultPayload{ToolName: "Read", ToolUseID: "tr1", Status: drover.ToolSuccess, Output: "package main"}},
 				{Type: drover.TypeDone, Payload: drover.DonePayload{Status: status, Result: answer, ResumeToken: "tok-" + req.Prompt,
 					Usage: drover.Usage{InputTokens: 7, OutputTokens: 3}}},

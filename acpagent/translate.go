@@ -144,7 +144,7 @@ func (t *translator) toolResult(p drover.ToolResultPayload) []acp.SessionUpdate 
 // it touches and, for an edit, the change as a diff.
 func toolCall(id, name, description string, input map[string]any) *acp.SessionUpdateToolCall {
 	if description == "" {
-		description = drover.DescribeTool(name, input)
+		description = drover.DescribeCall(drover.ToolOther, name, "")
 	}
 	tc := &acp.SessionUpdateToolCall{ToolCallId: acp.ToolCallId(id), Title: description, Kind: toolKind(name),
 		Status: acp.ToolCallStatusPending}

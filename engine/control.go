@@ -192,7 +192,9 @@ func (r *liveRun) open(req drover.PermissionRequestPayload) (drover.PermissionRe
 		return req, fmt.Errorf("permission request for %s without a request id", req.ToolName)
 	}
 	if req.Description == "" {
-		req.Description = drover.DescribeTool(req.ToolName, req.Input)
+		// The adapter describes its vendor's tools; one that did not
+		// still gets a line a person can read.
+		req.Description = drover.DescribeCall(drover.ToolOther, req.ToolName, "")
 	}
 	now := time.Now()
 	timeout := r.opts.ApprovalTimeout

@@ -179,8 +179,8 @@ func TestPERM2_NoApproverDeniesAtOnce(t *testing.T) {
 	if a.Behavior != drover.Deny || a.By != drover.ByDefault || a.ToolUseID != "tu-r1" || a.Message == "" {
 		t.Fatalf("answer %+v", a)
 	}
-	if p := evs[0].Payload.(drover.PermissionRequestPayload); p.Deadline != 0 || p.Description != "Running `make`" {
-		t.Fatalf("request %+v: no deadline without an approver, a description always", p)
+	if p := evs[0].Payload.(drover.PermissionRequestPayload); p.Deadline != 0 || p.Description != "Using Bash" {
+		t.Fatalf("request %+v: no deadline without an approver, a description always (the adapter's, else Using NAME)", p)
 	}
 }
 

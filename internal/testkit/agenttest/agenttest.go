@@ -56,9 +56,11 @@ func Asker(steerable bool) *Agent {
 		Caps: &drover.Capabilities{Tiers: drover.Tiers(), Resume: true, Permissions: true, Steer: steerable, Interrupt: steerable},
 		Fn: func(ctx context.Context, req drover.Request, y func(drover.Event, error) bool) {
 			input := map[string]any{"command": "make"}
-			if !y(drover.Event{Type: drover.TypeToolUse, Payload: drover.ToolUsePayload{ToolName: "Bash", ToolUseID: "tu1", Input: input}}, nil) ||
+			// Described as an adapter describes its vendor's calls (UES-5).
+			d := drover.DescribeCall(drover.ToolShell, "Bash", "make")
+			if !y(drover.Event{Type: drover.TypeToolUse, Payload: drover.ToolUsePayload{ToolName: "Bash", ToolUseID: "tu1", Input: input, Description: d}}, nil) ||
 				!y(drover.Event{Type: drover.TypePermissionRequest, Payload: drover.PermissionRequestPayload{RequestID: "q1",
-					ToolName: "Bash", ToolUseID: "tu1", Input: input}}, nil) {
+					ToolName: "Bash", ToolUseID: "tu1", Input: input, Description: d}}, nil) {
 				return
 			}
 			if req.Live == nil {

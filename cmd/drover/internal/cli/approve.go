@@ -121,7 +121,7 @@ func describeRequest(p drover.PermissionRequestPayload) string {
 		return p.Description
 	}
 	if p.ToolName != "" {
-		return drover.DescribeTool(p.ToolName, p.Input)
+		return drover.DescribeCall(drover.ToolOther, p.ToolName, "")
 	}
 	return "request"
 }

@@ -208,7 +208,7 @@ func (h *human) print(ev drover.Event) error {
 	case drover.ToolUsePayload:
 		d := p.Description
 		if d == "" {
-			d = drover.DescribeTool(p.ToolName, p.Input)
+			d = drover.DescribeCall(drover.ToolOther, p.ToolName, "")
 		}
 		return h.line(ev, h.paint("33", "  → "+d))
 	case drover.ToolResultPayload:
