@@ -380,24 +380,6 @@ func (c Capabilities) Unsupported(o Options) error {
 	return nil
 }
 
-// UnenforcedLimits returns an UNSUPPORTED_OPTION error when o has a turn
-// or budget limit that the vendor does not enforce itself (NativeMaxTurns,
-// NativeMaxBudget), or nil. The engine takes such limits out of the
-// options an adapter gets and enforces them (limits.go); an adapter run
-// without the engine refuses them with this check rather than run
-// unlimited.
-func (c Capabilities) UnenforcedLimits(o Options) error {
-	for _, l := range []struct {
-		set, native bool
-		name        string
-	}{{o.MaxTurns > 0, c.NativeMaxTurns, "maxTurns"}, {o.MaxBudgetUSD > 0, c.NativeMaxBudget, "maxBudgetUsd"}} {
-		if l.set && !l.native {
-			return &Error{Code: CodeUnsupportedOption, Message: l.name + " is enforced by drover's engine for this agent, not by the agent itself: run it through engine.Engine"}
-		}
-	}
-	return nil
-}
-
 // optionsFields is Options without its methods, for the JSON form.
 type optionsFields Options
 

@@ -173,14 +173,6 @@ func (r *PermissionRule) UnmarshalText(b []byte) error {
 	return nil
 }
 
-// Matches reports whether the rule applies to req.
-func (r PermissionRule) Matches(req PermissionRequestPayload) bool {
-	if r.Tool != "*" && r.Tool != req.ToolName {
-		return false
-	}
-	return r.Pattern == "" || globMatch(r.Pattern, CallSubject(req.Input))
-}
-
 // CallSubject is what a rule's pattern is matched against: the input's
 // command, file path, URL or search pattern (the first of those keys that
 // holds a string, or a list of strings joined by spaces), else the input
@@ -203,35 +195,6 @@ func CallSubject(input map[string]any) string {
 		}
 	}
 	return compactJSON(input)
-}
-
-// globMatch matches s against pattern, where '*' is any run of characters
-// and '?' any one character.
-func globMatch(pattern, s string) bool {
-	p, t := []rune(pattern), []rune(s)
-	// Iterative matching with one backtrack point: linear in practice and
-	// never exponential, whatever the pattern.
-	pi, ti, star, mark := 0, 0, -1, 0
-	for ti < len(t) {
-		switch {
-		case pi < len(p) && (p[pi] == '?' || p[pi] == t[ti]):
-			pi++
-			ti++
-		case pi < len(p) && p[pi] == '*':
-			star, mark = pi, ti
-			pi++
-		case star >= 0:
-			pi = star + 1
-			mark++
-			ti = mark
-		default:
-			return false
-		}
-	}
-	for pi < len(p) && p[pi] == '*' {
-		pi++
-	}
-	return pi == len(p)
 }
 
 // compactJSON is v as JSON, or "" when it cannot be encoded.

@@ -16,10 +16,48 @@ const DefaultApprovalTimeout = 5 * time.Minute
 func decideByRules(rules []drover.PermissionRule, req drover.PermissionRequestPayload) (drover.PermissionRule, bool) {
 	for _, b := range []drover.Behavior{drover.Deny, drover.Allow} {
 		for _, r := range rules {
-			if r.Behavior == b && r.Matches(req) {
+			if r.Behavior == b && matches(r, req) {
 				return r, true
 			}
 		}
 	}
 	return drover.PermissionRule{}, false
+}
+
+// matches reports whether rule r applies to req: its tool, and its
+// pattern matched against the call's subject (drover.CallSubject).
+func matches(r drover.PermissionRule, req drover.PermissionRequestPayload) bool {
+	if r.Tool != "*" && r.Tool != req.ToolName {
+		return false
+	}
+	return r.Pattern == "" || globMatch(r.Pattern, drover.CallSubject(req.Input))
+}
+
+// globMatch matches s against pattern, where '*' is any run of characters
+// and '?' any one character.
+func globMatch(pattern, s string) bool {
+	p, t := []rune(pattern), []rune(s)
+	// Iterative matching with one backtrack point: linear in practice and
+	// never exponential, whatever the pattern.
+	pi, ti, star, mark := 0, 0, -1, 0
+	for ti < len(t) {
+		switch {
+		case pi < len(p) && (p[pi] == '?' || p[pi] == t[ti]):
+			pi++
+			ti++
+		case pi < len(p) && p[pi] == '*':
+			star, mark = pi, ti
+			pi++
+		case star >= 0:
+			pi = star + 1
+			mark++
+			ti = mark
+		default:
+			return false
+		}
+	}
+	for pi < len(p) && p[pi] == '*' {
+		pi++
+	}
+	return pi == len(p)
 }

@@ -142,7 +142,7 @@ func (b *Base) run(ctx context.Context, req drover.Request, yield func(drover.Ev
 		yield(drover.Event{}, err)
 		return
 	}
-	if err := b.hooks.Capabilities().UnenforcedLimits(req.Options); err != nil {
+	if err := unenforcedLimits(b.hooks.Capabilities(), req.Options); err != nil {
 		yield(drover.Event{}, err)
 		return
 	}
@@ -389,4 +389,22 @@ func LastLines(s string, n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return strings.Join(lines, " | ")
+}
+
+// unenforcedLimits returns an UNSUPPORTED_OPTION error when o has a turn
+// or budget limit that the vendor does not enforce itself (NativeMaxTurns,
+// NativeMaxBudget), or nil. The engine takes such limits out of the
+// options an adapter gets and enforces them (engine/limits.go); an adapter run
+// without the engine refuses them with this check rather than run
+// unlimited.
+func unenforcedLimits(c drover.Capabilities, o drover.Options) error {
+	for _, l := range []struct {
+		set, native bool
+		name        string
+	}{{o.MaxTurns > 0, c.NativeMaxTurns, "maxTurns"}, {o.MaxBudgetUSD > 0, c.NativeMaxBudget, "maxBudgetUsd"}} {
+		if l.set && !l.native {
+			return &drover.Error{Code: drover.CodeUnsupportedOption, Message: l.name + " is enforced by drover's engine for this agent, not by the agent itself: run it through engine.Engine"}
+		}
+	}
+	return nil
 }
