@@ -6,14 +6,15 @@ import (
 
 	"github.com/drover-run/drover"
 	"github.com/drover-run/drover/engine"
+	"github.com/drover-run/drover/internal/testkit/agenttest"
 )
 
 const benchEvents = 10000
 
 // benchAdapter yields benchEvents text events, then done.
-func benchAdapter() *fake {
+func benchAdapter() *agenttest.Agent {
 	payload := drover.TextPayload{Content: "a typical assistant message of moderate length"}
-	return &fake{id: "bench", run: func(_ context.Context, _ drover.Request, y func(drover.Event, error) bool) {
+	return &agenttest.Agent{Name: "bench", Fn: func(_ context.Context, _ drover.Request, y func(drover.Event, error) bool) {
 		for range benchEvents {
 			if !y(drover.Event{Type: drover.TypeText, Agent: "bench", Timestamp: 1, Payload: payload}, nil) {
 				return

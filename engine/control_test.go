@@ -3,7 +3,6 @@ package engine_test
 import (
 	"context"
 	"errors"
-	"iter"
 	"slices"
 	"strings"
 	"sync"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/drover-run/drover"
 	"github.com/drover-run/drover/engine"
+	"github.com/drover-run/drover/internal/testkit/agenttest"
 )
 
 // vendor is a fake interactive agent: it asks for the calls in asks (one
@@ -31,75 +31,72 @@ type vendor struct {
 	input []map[string]any // the input each allowed call ran with
 }
 
-func (v *vendor) ID() string                        { return "vendor" }
-func (v *vendor) Capabilities() drover.Capabilities { return v.caps }
-func (v *vendor) Available(context.Context) drover.Availability {
-	return drover.Availability{Installed: true}
+// adapter is v as the fake adapter of the tests, named "vendor".
+func (v *vendor) adapter() *agenttest.Agent {
+	return &agenttest.Agent{Name: "vendor", Caps: &v.caps, Fn: v.run}
 }
 
-func (v *vendor) Run(ctx context.Context, req drover.Request) iter.Seq2[drover.Event, error] {
-	return func(yield func(drover.Event, error) bool) {
-		next := 0
-		ask := func() bool {
-			ok := yield(drover.Event{Type: drover.TypePermissionRequest, Payload: v.asks[next]}, nil)
-			next++
-			return ok
+func (v *vendor) run(ctx context.Context, req drover.Request, yield func(drover.Event, error) bool) {
+	next := 0
+	ask := func() bool {
+		ok := yield(drover.Event{Type: drover.TypePermissionRequest, Payload: v.asks[next]}, nil)
+		next++
+		return ok
+	}
+	for next < len(v.asks) && (!v.seq || next == 0) {
+		if !ask() {
+			return
 		}
-		for next < len(v.asks) && (!v.seq || next == 0) {
-			if !ask() {
-				return
-			}
-		}
-		open := len(v.asks)
-		for open > 0 || v.exit != nil {
-			if req.Live == nil { // not interactive: wait for the end only
-				select {
-				case <-ctx.Done():
-				case <-v.exit:
-				}
-				break
-			}
+	}
+	open := len(v.asks)
+	for open > 0 || v.exit != nil {
+		if req.Live == nil { // not interactive: wait for the end only
 			select {
 			case <-ctx.Done():
-				return
 			case <-v.exit:
-				yield(drover.Event{Type: drover.TypeDone, Payload: drover.DonePayload{Status: drover.StatusSuccess}}, nil)
-				return
-			case <-req.Live.Ready():
 			}
-			for _, in := range req.Live.Take() {
-				v.mu.Lock()
-				v.got = append(v.got, in)
-				v.mu.Unlock()
-				if !yield(in.Event(), nil) {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-v.exit:
+			yield(drover.Event{Type: drover.TypeDone, Payload: drover.DonePayload{Status: drover.StatusSuccess}}, nil)
+			return
+		case <-req.Live.Ready():
+		}
+		for _, in := range req.Live.Take() {
+			v.mu.Lock()
+			v.got = append(v.got, in)
+			v.mu.Unlock()
+			if !yield(in.Event(), nil) {
+				return
+			}
+			switch {
+			case in.Answer != nil:
+				open--
+				st := drover.ToolDenied
+				if in.Answer.Behavior == drover.Allow {
+					st = drover.ToolSuccess
+					in := in.Answer.UpdatedInput
+					v.mu.Lock()
+					v.input = append(v.input, in)
+					v.mu.Unlock()
+				}
+				if !yield(drover.Event{Type: drover.TypeToolResult, Payload: drover.ToolResultPayload{
+					ToolUseID: in.Answer.ToolUseID, ToolName: in.Answer.ToolName, Status: st}}, nil) {
 					return
 				}
-				switch {
-				case in.Answer != nil:
-					open--
-					st := drover.ToolDenied
-					if in.Answer.Behavior == drover.Allow {
-						st = drover.ToolSuccess
-						in := in.Answer.UpdatedInput
-						v.mu.Lock()
-						v.input = append(v.input, in)
-						v.mu.Unlock()
-					}
-					if !yield(drover.Event{Type: drover.TypeToolResult, Payload: drover.ToolResultPayload{
-						ToolUseID: in.Answer.ToolUseID, ToolName: in.Answer.ToolName, Status: st}}, nil) {
-						return
-					}
-					if v.seq && next < len(v.asks) && !ask() {
-						return
-					}
-				case in.Interrupt != nil:
-					yield(drover.Event{Type: drover.TypeDone, Payload: drover.DonePayload{Status: drover.StatusInterrupted, ResumeToken: "tok"}}, nil)
+				if v.seq && next < len(v.asks) && !ask() {
 					return
 				}
+			case in.Interrupt != nil:
+				yield(drover.Event{Type: drover.TypeDone, Payload: drover.DonePayload{Status: drover.StatusInterrupted, ResumeToken: "tok"}}, nil)
+				return
 			}
 		}
-		yield(drover.Event{Type: drover.TypeDone, Payload: drover.DonePayload{Status: drover.StatusSuccess}}, nil)
 	}
+	yield(drover.Event{Type: drover.TypeDone, Payload: drover.DonePayload{Status: drover.StatusSuccess}}, nil)
 }
 
 func ask(id, tool, command string) drover.PermissionRequestPayload {
@@ -114,7 +111,7 @@ var interactive = drover.Capabilities{Tiers: drover.Tiers(), Permissions: true, 
 func start(t *testing.T, v *vendor, opts drover.Options, h engine.Hooks) (collect func() []drover.Event) {
 	t.Helper()
 	reg := drover.NewRegistry()
-	if err := reg.Register(v); err != nil {
+	if err := reg.Register(v.adapter()); err != nil {
 		t.Fatal(err)
 	}
 	events, err := engine.New(reg).Start(context.Background(), engine.Request{Agent: "vendor", Prompt: "p", Options: opts, Hooks: h})
@@ -395,7 +392,7 @@ func TestPERM2_RunEndsWithRequestOpen(t *testing.T) {
 
 	reg := drover.NewRegistry()
 	v = &vendor{caps: interactive, asks: []drover.PermissionRequestPayload{ask("r", "Bash", "make")}}
-	reg.Register(v)
+	reg.Register(v.adapter())
 	ctx, cancel := context.WithCancel(context.Background())
 	ctl = engine.NewControl()
 	events, _ := engine.New(reg).Start(ctx, engine.Request{Agent: "vendor", Prompt: "p", Hooks: engine.Hooks{Control: ctl, CanUseTool: func(ctx context.Context, _ drover.PermissionRequestPayload) (drover.PermissionDecision, error) {
@@ -431,7 +428,7 @@ func TestCTL1_ControlAndCapabilities(t *testing.T) {
 
 	plain := &vendor{caps: drover.Capabilities{Tiers: drover.Tiers()}}
 	reg := drover.NewRegistry()
-	if err := reg.Register(plain); err != nil {
+	if err := reg.Register(plain.adapter()); err != nil {
 		t.Fatal(err)
 	}
 	for name, req := range map[string]engine.Request{
@@ -452,7 +449,7 @@ func TestCTL1_ControlAndCapabilities(t *testing.T) {
 // agent), not left to its deadline; the withdrawal itself is not an event.
 func TestPERM2_WithdrawnRequest(t *testing.T) {
 	ctl := engine.NewControl()
-	a := &fake{id: "w", run: func(ctx context.Context, req drover.Request, y func(drover.Event, error) bool) {
+	a := &agenttest.Agent{Name: "w", Fn: func(ctx context.Context, req drover.Request, y func(drover.Event, error) bool) {
 		if !y(drover.Event{Type: drover.TypePermissionRequest, Payload: ask("r1", "Bash", "make")}, nil) ||
 			!y(drover.Event{Type: drover.TypePermissionWithdrawn, Payload: drover.PermissionWithdrawnPayload{RequestID: "r1", Reason: "turn ended"}}, nil) {
 			return
@@ -467,7 +464,7 @@ func TestPERM2_WithdrawnRequest(t *testing.T) {
 		y(done(drover.StatusInterrupted), nil)
 	}}
 	reg := drover.NewRegistry()
-	a.caps = &interactive
+	a.Caps = &interactive
 	if err := reg.Register(a); err != nil {
 		t.Fatal(err)
 	}

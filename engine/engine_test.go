@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"iter"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -14,54 +13,13 @@ import (
 
 	"github.com/drover-run/drover"
 	"github.com/drover-run/drover/engine"
+	"github.com/drover-run/drover/internal/testkit/agenttest"
 	"github.com/drover-run/drover/internal/testkit/uestest"
 	"github.com/drover-run/drover/runs"
 	"go.uber.org/goleak"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
-
-// fake is a func-field adapter: the thin seam the engine tests need.
-type fake struct {
-	id       string
-	tools    []string
-	calls    atomic.Int32
-	returned atomic.Bool // Run's iterator function has returned
-	sawStop  atomic.Bool // yield returned false or ctx was cancelled
-	run      func(ctx context.Context, req drover.Request, y func(drover.Event, error) bool)
-	caps     *drover.Capabilities // nil: every tier, nothing else
-}
-
-func (f *fake) ID() string { return f.id }
-func (f *fake) Capabilities() drover.Capabilities {
-	if f.caps != nil {
-		return *f.caps
-	}
-	return drover.Capabilities{Tiers: drover.Tiers()}
-}
-func (f *fake) Available(context.Context) drover.Availability {
-	return drover.Availability{Installed: true}
-}
-func (f *fake) Run(ctx context.Context, req drover.Request) iter.Seq2[drover.Event, error] {
-	f.calls.Add(1)
-	return func(yield func(drover.Event, error) bool) {
-		defer f.returned.Store(true)
-		y := func(ev drover.Event, err error) bool {
-			if ev.Type != "" && ev.Agent == "" {
-				ev.Agent = f.id
-			}
-			ok := yield(ev, err)
-			if !ok {
-				f.sawStop.Store(true)
-			}
-			return ok
-		}
-		f.run(ctx, req, y)
-		if ctx.Err() != nil {
-			f.sawStop.Store(true)
-		}
-	}
-}
 
 func ev(t drover.EventType, p any) drover.Event { return drover.Event{Type: t, Payload: p} }
 
@@ -71,7 +29,7 @@ func done(s drover.DoneStatus) drover.Event {
 	return ev(drover.TypeDone, drover.DonePayload{Status: s, DurationMs: 1})
 }
 
-func engineWith(t *testing.T, adapters ...*fake) *engine.Engine {
+func engineWith(t *testing.T, adapters ...*agenttest.Agent) *engine.Engine {
 	t.Helper()
 	reg := drover.NewRegistry()
 	for _, a := range adapters {
@@ -132,14 +90,14 @@ func errorOf(t *testing.T, evs []drover.Event) drover.ErrorPayload {
 
 func TestENG001_Registry(t *testing.T) {
 	reg := drover.NewRegistry()
-	a, b := &fake{id: "a"}, &fake{id: "b"}
+	a, b := &agenttest.Agent{Name: "a"}, &agenttest.Agent{Name: "b"}
 	if err := reg.Register(a, "alpha"); err != nil {
 		t.Fatal(err)
 	}
-	if err := reg.Register(&fake{id: "a"}); !errors.Is(err, drover.ErrAgentExists) {
+	if err := reg.Register(&agenttest.Agent{Name: "a"}); !errors.Is(err, drover.ErrAgentExists) {
 		t.Fatalf("duplicate id: err = %v, want ErrAgentExists", err)
 	}
-	if err := reg.Register(&fake{id: "c"}, "alpha"); !errors.Is(err, drover.ErrAgentExists) {
+	if err := reg.Register(&agenttest.Agent{Name: "c"}, "alpha"); !errors.Is(err, drover.ErrAgentExists) {
 		t.Fatalf("duplicate alias: err = %v, want ErrAgentExists", err)
 	}
 	if _, ok := reg.Get("c"); ok {
@@ -160,7 +118,7 @@ func TestENG001_Registry(t *testing.T) {
 	if _, ok := reg.Get("alpha"); ok {
 		t.Fatal("alias survived Unregister")
 	}
-	if err := reg.Register(&fake{id: "x"}, "alpha"); err != nil {
+	if err := reg.Register(&agenttest.Agent{Name: "x"}, "alpha"); err != nil {
 		t.Fatalf("alias should be free again: %v", err)
 	}
 }
@@ -205,7 +163,7 @@ func TestENG002_EventHelpers(t *testing.T) {
 }
 
 func TestENG003_UnknownAgent(t *testing.T) {
-	e := engineWith(t, &fake{id: "a"})
+	e := engineWith(t, &agenttest.Agent{Name: "a"})
 	_, err := e.Run(context.Background(), "nope", "p", drover.Options{})
 	if !errors.Is(err, drover.ErrUnknownAgent) {
 		t.Fatalf("err = %v, want ErrUnknownAgent", err)
@@ -226,7 +184,7 @@ func TestENG004_AdapterFailure(t *testing.T) {
 	}
 	for name, run := range cases {
 		t.Run(name, func(t *testing.T) {
-			e := engineWith(t, &fake{id: "a", run: run})
+			e := engineWith(t, &agenttest.Agent{Name: "a", Fn: run})
 			evs := runAll(t, e, context.Background(), "a", drover.Options{})
 			d := checkShape(t, evs)
 			if d.Status != drover.StatusError {
@@ -242,7 +200,7 @@ func TestENG004_AdapterFailure(t *testing.T) {
 		})
 	}
 	t.Run("typed error keeps its code", func(t *testing.T) {
-		e := engineWith(t, &fake{id: "a", run: func(_ context.Context, _ drover.Request, y func(drover.Event, error) bool) {
+		e := engineWith(t, &agenttest.Agent{Name: "a", Fn: func(_ context.Context, _ drover.Request, y func(drover.Event, error) bool) {
 			y(drover.Event{}, &drover.Error{Code: drover.CodeUnsupportedOption, Message: "no"})
 		}})
 		evs := runAll(t, e, context.Background(), "a", drover.Options{})
@@ -253,7 +211,7 @@ func TestENG004_AdapterFailure(t *testing.T) {
 	})
 	t.Run("failure after done is swallowed", func(t *testing.T) {
 		for _, after := range []string{"error", "panic"} {
-			e := engineWith(t, &fake{id: "a", run: func(_ context.Context, _ drover.Request, y func(drover.Event, error) bool) {
+			e := engineWith(t, &agenttest.Agent{Name: "a", Fn: func(_ context.Context, _ drover.Request, y func(drover.Event, error) bool) {
 				y(done(drover.StatusSuccess), nil)
 				if after == "panic" {
 					panic("late")
@@ -279,7 +237,7 @@ func blockUntilCancelled(ctx context.Context, _ drover.Request, y func(drover.Ev
 
 func TestENG005_Cancellation(t *testing.T) {
 	t.Run("mid-run", func(t *testing.T) {
-		f := &fake{id: "a", run: blockUntilCancelled}
+		f := &agenttest.Agent{Name: "a", Fn: blockUntilCancelled}
 		e := engineWith(t, f)
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
@@ -297,12 +255,12 @@ func TestENG005_Cancellation(t *testing.T) {
 		if d := checkShape(t, evs); d.Status != drover.StatusInterrupted {
 			t.Fatalf("status %s, want interrupted", d.Status)
 		}
-		if !f.returned.Load() || !f.sawStop.Load() {
+		if !f.Returned.Load() || !f.Stopped.Load() {
 			t.Fatal("adapter was not stopped")
 		}
 	})
 	t.Run("already cancelled", func(t *testing.T) {
-		f := &fake{id: "a", run: blockUntilCancelled}
+		f := &agenttest.Agent{Name: "a", Fn: blockUntilCancelled}
 		e := engineWith(t, f)
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel()
@@ -310,7 +268,7 @@ func TestENG005_Cancellation(t *testing.T) {
 		if d := checkShape(t, evs); d.Status != drover.StatusInterrupted || len(evs) != 1 {
 			t.Fatalf("events %v", types(evs))
 		}
-		if f.calls.Load() != 0 {
+		if f.Calls.Load() != 0 {
 			t.Fatal("adapter was called with a cancelled context")
 		}
 	})
@@ -318,8 +276,8 @@ func TestENG005_Cancellation(t *testing.T) {
 
 func TestENG006_NothingAfterDone(t *testing.T) {
 	var stoppedBeforeConsumerSawDone atomic.Bool
-	f := &fake{id: "a"}
-	f.run = func(_ context.Context, _ drover.Request, y func(drover.Event, error) bool) {
+	f := &agenttest.Agent{Name: "a"}
+	f.Fn = func(_ context.Context, _ drover.Request, y func(drover.Event, error) bool) {
 		y(text("a"), nil)
 		if y(done(drover.StatusSuccess), nil) {
 			t.Error("yield of done returned true: the engine must stop the adapter at done")
@@ -332,7 +290,7 @@ func TestENG006_NothingAfterDone(t *testing.T) {
 	var evs []drover.Event
 	for ev := range events {
 		if ev.Type == drover.TypeDone {
-			stoppedBeforeConsumerSawDone.Store(f.returned.Load())
+			stoppedBeforeConsumerSawDone.Store(f.Returned.Load())
 		}
 		evs = append(evs, ev)
 	}
@@ -363,14 +321,14 @@ func TestENG007_ExactlyOneDone(t *testing.T) {
 	}
 	for name, run := range runs {
 		t.Run(name, func(t *testing.T) {
-			e := engineWith(t, &fake{id: "a", run: run})
+			e := engineWith(t, &agenttest.Agent{Name: "a", Fn: run})
 			checkShape(t, runAll(t, e, context.Background(), "a", drover.Options{Timeout: 50 * time.Millisecond}))
 		})
 	}
 }
 
 func TestENG008_MissingDone(t *testing.T) {
-	e := engineWith(t, &fake{id: "a", run: func(_ context.Context, _ drover.Request, y func(drover.Event, error) bool) {
+	e := engineWith(t, &agenttest.Agent{Name: "a", Fn: func(_ context.Context, _ drover.Request, y func(drover.Event, error) bool) {
 		y(text("bye"), nil)
 	}})
 	evs := runAll(t, e, context.Background(), "a", drover.Options{})
@@ -383,9 +341,9 @@ func TestENG008_MissingDone(t *testing.T) {
 }
 
 func TestENG009_SynthesizedDone(t *testing.T) {
-	e := engineWith(t, &fake{id: "a", run: func(context.Context, drover.Request, func(drover.Event, error) bool) {
+	e := engineWith(t, &agenttest.Agent{Name: "a", Fn: func(context.Context, drover.Request, func(drover.Event, error) bool) {
 		time.Sleep(60 * time.Millisecond)
-	}}, &fake{id: "b", run: func(_ context.Context, _ drover.Request, y func(drover.Event, error) bool) {
+	}}, &agenttest.Agent{Name: "b", Fn: func(_ context.Context, _ drover.Request, y func(drover.Event, error) bool) {
 		cost := 0.5
 		y(ev(drover.TypeDone, drover.DonePayload{Status: drover.StatusSuccess, DurationMs: 1234,
 			Usage: drover.Usage{InputTokens: 7, OutputTokens: 3, TotalCostUSD: &cost}}), nil)
@@ -405,7 +363,7 @@ func TestENG009_SynthesizedDone(t *testing.T) {
 
 func TestENG010_ParallelInterleaves(t *testing.T) {
 	bSeen := make(chan struct{})
-	a := &fake{id: "a", run: func(ctx context.Context, _ drover.Request, y func(drover.Event, error) bool) {
+	a := &agenttest.Agent{Name: "a", Fn: func(ctx context.Context, _ drover.Request, y func(drover.Event, error) bool) {
 		y(text("a1"), nil)
 		select { // a cannot finish until the consumer has seen b's first event
 		case <-bSeen:
@@ -414,7 +372,7 @@ func TestENG010_ParallelInterleaves(t *testing.T) {
 		}
 		y(done(drover.StatusSuccess), nil)
 	}}
-	b := &fake{id: "b", run: func(_ context.Context, _ drover.Request, y func(drover.Event, error) bool) {
+	b := &agenttest.Agent{Name: "b", Fn: func(_ context.Context, _ drover.Request, y func(drover.Event, error) bool) {
 		y(text("b1"), nil)
 		y(done(drover.StatusSuccess), nil)
 	}}
@@ -439,12 +397,12 @@ func TestENG010_ParallelInterleaves(t *testing.T) {
 }
 
 func TestENG011_ParallelFailureIsolated(t *testing.T) {
-	good := &fake{id: "good", run: func(_ context.Context, _ drover.Request, y func(drover.Event, error) bool) {
+	good := &agenttest.Agent{Name: "good", Fn: func(_ context.Context, _ drover.Request, y func(drover.Event, error) bool) {
 		time.Sleep(20 * time.Millisecond)
 		y(text("fine"), nil)
 		y(done(drover.StatusSuccess), nil)
 	}}
-	bad := &fake{id: "bad", run: func(_ context.Context, _ drover.Request, y func(drover.Event, error) bool) {
+	bad := &agenttest.Agent{Name: "bad", Fn: func(_ context.Context, _ drover.Request, y func(drover.Event, error) bool) {
 		y(drover.Event{}, errors.New("exploded"))
 	}}
 	e := engineWith(t, good, bad)
@@ -469,7 +427,7 @@ func TestENG011_ParallelFailureIsolated(t *testing.T) {
 }
 
 func TestENG012_ParallelCancelStopsAll(t *testing.T) {
-	fs := []*fake{{id: "a", run: blockUntilCancelled}, {id: "b", run: blockUntilCancelled}, {id: "c", run: blockUntilCancelled}}
+	fs := []*agenttest.Agent{{Name: "a", Fn: blockUntilCancelled}, {Name: "b", Fn: blockUntilCancelled}, {Name: "c", Fn: blockUntilCancelled}}
 	e := engineWith(t, fs...)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -489,21 +447,21 @@ func TestENG012_ParallelCancelStopsAll(t *testing.T) {
 		}
 	}
 	for _, f := range fs {
-		if !f.returned.Load() {
-			t.Fatalf("adapter %s still running", f.id)
+		if !f.Returned.Load() {
+			t.Fatalf("adapter %s still running", f.Name)
 		}
 	}
 }
 
 func TestENG012_ParallelConsumerBreakStopsAll(t *testing.T) {
-	fs := []*fake{{id: "a", run: blockUntilCancelled}, {id: "b", run: blockUntilCancelled}}
+	fs := []*agenttest.Agent{{Name: "a", Fn: blockUntilCancelled}, {Name: "b", Fn: blockUntilCancelled}}
 	e := engineWith(t, fs...)
 	for range e.RunParallel(context.Background(), []engine.RunSpec{{Agent: "a"}, {Agent: "b"}}) {
 		break
 	}
 	for _, f := range fs {
-		if f.calls.Load() == 1 && !f.returned.Load() {
-			t.Fatalf("adapter %s outlived the loop", f.id)
+		if f.Calls.Load() == 1 && !f.Returned.Load() {
+			t.Fatalf("adapter %s outlived the loop", f.Name)
 		}
 	}
 }
@@ -548,7 +506,7 @@ func TestENG013_ToolFiltering(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			filters := drover.Capabilities{Tiers: drover.Tiers(), AllowedTools: true, DisallowedTools: true}
-			e := engineWith(t, &fake{id: "a", caps: &filters, run: func(_ context.Context, _ drover.Request, y func(drover.Event, error) bool) {
+			e := engineWith(t, &agenttest.Agent{Name: "a", Caps: &filters, Fn: func(_ context.Context, _ drover.Request, y func(drover.Event, error) bool) {
 				for _, e := range c.events {
 					if !y(e, nil) {
 						return
@@ -583,7 +541,7 @@ func TestADP6_Timeouts(t *testing.T) {
 		}
 		y(done(drover.StatusSuccess), nil)
 	}
-	e := engineWith(t, &fake{id: "hang", run: hang}, &fake{id: "chatty", run: chatty})
+	e := engineWith(t, &agenttest.Agent{Name: "hang", Fn: hang}, &agenttest.Agent{Name: "chatty", Fn: chatty})
 	evs := runAll(t, e, context.Background(), "hang", drover.Options{Timeout: 80 * time.Millisecond})
 	if d := checkShape(t, evs); d.Status != drover.StatusError || errorOf(t, evs).Code != drover.CodeTimeout {
 		t.Fatalf("timeout: %v", types(evs))
@@ -599,19 +557,19 @@ func TestADP6_Timeouts(t *testing.T) {
 }
 
 func TestENG005_ConsumerBreakStopsAdapter(t *testing.T) {
-	f := &fake{id: "a", run: blockUntilCancelled}
+	f := &agenttest.Agent{Name: "a", Fn: blockUntilCancelled}
 	e := engineWith(t, f)
 	events, _ := e.Run(context.Background(), "a", "p", drover.Options{})
 	for range events {
 		break
 	}
-	if !f.returned.Load() || !f.sawStop.Load() {
+	if !f.Returned.Load() || !f.Stopped.Load() {
 		t.Fatal("adapter not stopped when the consumer broke out of the loop")
 	}
 }
 
 func TestENG004_ConsumerPanicIsNotAnAdapterError(t *testing.T) {
-	e := engineWith(t, &fake{id: "a", run: func(_ context.Context, _ drover.Request, y func(drover.Event, error) bool) {
+	e := engineWith(t, &agenttest.Agent{Name: "a", Fn: func(_ context.Context, _ drover.Request, y func(drover.Event, error) bool) {
 		y(text("x"), nil)
 	}})
 	defer func() {
@@ -630,7 +588,7 @@ func TestENG004_ConsumerPanicIsNotAnAdapterError(t *testing.T) {
 func TestProcessObserverAndSessionReachTheAdapter(t *testing.T) {
 	var got [2]int
 	var sid string
-	a := &fake{id: "a", run: func(_ context.Context, req drover.Request, y func(drover.Event, error) bool) {
+	a := &agenttest.Agent{Name: "a", Fn: func(_ context.Context, req drover.Request, y func(drover.Event, error) bool) {
 		sid = req.Options.SessionID
 		req.ProcessStarted(42, 43)
 		y(done(drover.StatusSuccess), nil)
@@ -747,7 +705,7 @@ func TestSEC3_OptionsRedacted(t *testing.T) {
 // and interrupts only when this run gets them.
 func TestUES2_InitCapabilities(t *testing.T) {
 	caps := drover.Capabilities{Tiers: drover.Tiers(), Resume: true, Fork: true, Permissions: true, Steer: true, Interrupt: true}
-	a := &fake{id: "a", caps: &caps, run: func(_ context.Context, _ drover.Request, y func(drover.Event, error) bool) {
+	a := &agenttest.Agent{Name: "a", Caps: &caps, Fn: func(_ context.Context, _ drover.Request, y func(drover.Event, error) bool) {
 		_ = y(ev(drover.TypeInit, drover.InitPayload{Model: "m", Tools: []string{}}), nil) && y(done(drover.StatusSuccess), nil)
 	}}
 	for _, c := range []struct {

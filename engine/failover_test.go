@@ -12,6 +12,7 @@ import (
 
 	"github.com/drover-run/drover"
 	"github.com/drover-run/drover/engine"
+	"github.com/drover-run/drover/internal/testkit/agenttest"
 	"github.com/drover-run/drover/runs"
 )
 
@@ -29,9 +30,9 @@ type apiFake struct {
 // attempt is the fake's key for a credential and model: "KEY/MODEL".
 func attemptKey(o drover.Options) string { return o.Env["API_KEY"] + "/" + o.Model }
 
-func (f *apiFake) adapter(id string) *fake {
+func (f *apiFake) adapter(id string) *agenttest.Agent {
 	caps := &drover.Capabilities{Tiers: drover.Tiers(), ConfigDir: true, Resume: true}
-	return &fake{id: id, caps: caps, run: func(ctx context.Context, req drover.Request, y func(drover.Event, error) bool) {
+	return &agenttest.Agent{Name: id, Caps: caps, Fn: func(ctx context.Context, req drover.Request, y func(drover.Event, error) bool) {
 		f.mu.Lock()
 		f.seen = append(f.seen, req.Options)
 		code := f.fails[id+":"+attemptKey(req.Options)]
@@ -374,14 +375,14 @@ func TestFAIL1_NotRetried(t *testing.T) {
 	}
 
 	ctx, cancel := context.WithCancel(context.Background())
-	blocked := &fake{id: "b", run: func(ctx context.Context, req drover.Request, y func(drover.Event, error) bool) {
+	blocked := &agenttest.Agent{Name: "b", Fn: func(ctx context.Context, req drover.Request, y func(drover.Event, error) bool) {
 		cancel()
 		blockUntilCancelled(ctx, req, y)
 	}}
 	e = engineWith(t, blocked)
 	evs = runAll(t, e, ctx, "b", opts)
-	if d := checkShape(t, evs); d.Status != drover.StatusInterrupted || blocked.calls.Load() != 1 {
-		t.Errorf("cancelled: %s after %d calls", d.Status, blocked.calls.Load())
+	if d := checkShape(t, evs); d.Status != drover.StatusInterrupted || blocked.Calls.Load() != 1 {
+		t.Errorf("cancelled: %s after %d calls", d.Status, blocked.Calls.Load())
 	}
 }
 
@@ -398,7 +399,7 @@ func TestFAIL1_BadChain(t *testing.T) {
 	if len(api.attempts()) != 0 {
 		t.Errorf("attempts %v", api.attempts())
 	}
-	limited := &fake{id: "z", caps: &drover.Capabilities{}, run: func(context.Context, drover.Request, func(drover.Event, error) bool) {}}
+	limited := &agenttest.Agent{Name: "z", Caps: &drover.Capabilities{}, Fn: func(context.Context, drover.Request, func(drover.Event, error) bool) {}}
 	e = engineWith(t, api.adapter("x"), limited)
 	evs = runAll(t, e, context.Background(), "x", drover.Options{Failover: &drover.Failover{Agents: []string{"z"}}})
 	if p := errorOf(t, evs); p.Code != drover.CodeUnsupportedOption || !strings.Contains(p.Message, "failover agent z") {
@@ -437,7 +438,7 @@ func TestSEC3_ProfileSecretsRedacted(t *testing.T) {
 // with "/compact" (drover.Compacter); its turns overflow the context until
 // the session has been compacted, as often as overflowAfterCompact says.
 type compacting struct {
-	*fake
+	*agenttest.Agent
 	mu        sync.Mutex
 	calls     []string // prompt@resume of every turn
 	compacted int
@@ -453,7 +454,7 @@ func (c *compacting) CompactPrompt() string { return "/compact" }
 
 func newCompacting() *compacting {
 	c := &compacting{}
-	c.fake = &fake{id: "cx", caps: &drover.Capabilities{Tiers: drover.Tiers(), Resume: true}, run: func(ctx context.Context, req drover.Request, yield func(drover.Event, error) bool) {
+	c.Agent = &agenttest.Agent{Name: "cx", Caps: &drover.Capabilities{Tiers: drover.Tiers(), Resume: true}, Fn: func(ctx context.Context, req drover.Request, yield func(drover.Event, error) bool) {
 		c.mu.Lock()
 		c.calls = append(c.calls, req.Prompt+"@"+req.Options.Resume)
 		if req.Prompt == "/compact" && !c.cannotCompact {

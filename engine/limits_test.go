@@ -10,6 +10,7 @@ import (
 
 	"github.com/drover-run/drover"
 	"github.com/drover-run/drover/engine"
+	"github.com/drover-run/drover/internal/testkit/agenttest"
 	"github.com/drover-run/drover/pricing"
 )
 
@@ -48,9 +49,9 @@ func (l *looper) start(y func(drover.Event, error) bool, tools []string, id stri
 	return true
 }
 
-func (l *looper) adapter(caps drover.Capabilities) *fake {
+func (l *looper) adapter(caps drover.Capabilities) *agenttest.Agent {
 	caps.Tiers = drover.Tiers()
-	return &fake{id: "loop", caps: &caps, run: func(ctx context.Context, req drover.Request, y func(drover.Event, error) bool) {
+	return &agenttest.Agent{Name: "loop", Caps: &caps, Fn: func(ctx context.Context, req drover.Request, y func(drover.Event, error) bool) {
 		l.got = req.Options
 		if !y(ev(drover.TypeInit, drover.InitPayload{Model: l.model, Tools: []string{"shell"}}), nil) {
 			return
@@ -101,7 +102,7 @@ func TestLIM_MaxTurnsEnforced(t *testing.T) {
 	if n := l.began.Load(); n != 2 || evs[len(evs)-2].Type != drover.TypeToolResult {
 		t.Fatalf("the agent began %d responses; events %v", n, types(evs))
 	}
-	if !a.sawStop.Load() || !a.returned.Load() {
+	if !a.Stopped.Load() || !a.Returned.Load() {
 		t.Fatal("the adapter was not stopped")
 	}
 	if l.got.MaxTurns != 0 {
@@ -145,7 +146,7 @@ func TestLIM_SequentialToolsCountAsTurns(t *testing.T) {
 // only when they start), drover stops at the first event of the next turn,
 // which is not passed on.
 func TestLIM_StopAtNextTurnWhenCallsStayOpen(t *testing.T) {
-	a := &fake{id: "open", run: func(_ context.Context, _ drover.Request, y func(drover.Event, error) bool) {
+	a := &agenttest.Agent{Name: "open", Fn: func(_ context.Context, _ drover.Request, y func(drover.Event, error) bool) {
 		for _, e := range []drover.Event{toolUse("a"), toolUse("b"), toolResult("a"), text("turn 2"), done(drover.StatusSuccess)} {
 			if !y(e, nil) {
 				return
@@ -154,7 +155,7 @@ func TestLIM_StopAtNextTurnWhenCallsStayOpen(t *testing.T) {
 	}}
 	evs := runAll(t, engineWith(t, a), context.Background(), "open", drover.Options{MaxTurns: 1})
 	d := checkShape(t, evs)
-	if d.Status != drover.StatusMaxTurns || *d.Usage.Turns != 1 || d.Usage.ToolUses != 2 || len(evs) != 4 || !a.sawStop.Load() {
+	if d.Status != drover.StatusMaxTurns || *d.Usage.Turns != 1 || d.Usage.ToolUses != 2 || len(evs) != 4 || !a.Stopped.Load() {
 		t.Fatalf("done %+v: %v", d, types(evs))
 	}
 }
@@ -167,7 +168,7 @@ func TestLIM_SubagentResponsesAreNotTurns(t *testing.T) {
 		e.Metadata = map[string]any{"parentToolUseId": "task"}
 		return e
 	}
-	a := &fake{id: "sub", run: func(_ context.Context, _ drover.Request, y func(drover.Event, error) bool) {
+	a := &agenttest.Agent{Name: "sub", Fn: func(_ context.Context, _ drover.Request, y func(drover.Event, error) bool) {
 		for _, e := range []drover.Event{toolUse("task"), nested(toolUse("n1")), nested(toolResult("n1")), nested(text("sub says")),
 			nested(toolUse("n2")), nested(toolResult("n2")), toolResult("task"), text("done"), done(drover.StatusSuccess)} {
 			if !y(e, nil) {
@@ -242,8 +243,8 @@ func TestLIM_UnknownModelRefused(t *testing.T) {
 	l := &looper{model: "mystery-9", responses: [][]string{{"a"}}}
 	a := l.adapter(drover.Capabilities{})
 	evs := runAll(t, engineWith(t, a), context.Background(), "loop", drover.Options{Model: "mystery-9", MaxBudgetUSD: 1})
-	if d := checkShape(t, evs); d.Status != drover.StatusError || errorOf(t, evs).Code != drover.CodeUnsupportedOption || a.calls.Load() != 0 {
-		t.Fatalf("named model: %v %+v, adapter called %d times", types(evs), errorOf(t, evs), a.calls.Load())
+	if d := checkShape(t, evs); d.Status != drover.StatusError || errorOf(t, evs).Code != drover.CodeUnsupportedOption || a.Calls.Load() != 0 {
+		t.Fatalf("named model: %v %+v, adapter called %d times", types(evs), errorOf(t, evs), a.Calls.Load())
 	}
 	evs = runAll(t, engineWith(t, a), context.Background(), "loop", drover.Options{MaxBudgetUSD: 1})
 	if d := checkShape(t, evs); d.Status != drover.StatusError || errorOf(t, evs).Code != drover.CodeUnsupportedOption || l.ran.Load() != 0 {

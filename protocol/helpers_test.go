@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"iter"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -25,23 +24,6 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// agent is a func-field adapter: the thin seam these tests need.
-type agent struct {
-	id  string
-	run func(ctx context.Context, req drover.Request, yield func(drover.Event, error) bool)
-}
-
-func (a *agent) ID() string { return a.id }
-func (a *agent) Capabilities() drover.Capabilities {
-	return drover.Capabilities{Tiers: drover.Tiers(), Resume: true}
-}
-func (a *agent) Available(context.Context) drover.Availability {
-	return drover.Availability{Installed: true}
-}
-func (a *agent) Run(ctx context.Context, req drover.Request) iter.Seq2[drover.Event, error] {
-	return func(yield func(drover.Event, error) bool) { a.run(ctx, req, yield) }
-}
-
 func text(s string) drover.Event {
 	return drover.Event{Type: drover.TypeText, Payload: drover.TextPayload{Content: s}}
 }
@@ -53,9 +35,9 @@ func done(status drover.DoneStatus) drover.Event {
 
 // quick emits n texts and done; failing emits an error and done error;
 // hang emits one text and waits for cancellation.
-func agents() []*agent {
-	return []*agent{
-		{id: "quick", run: func(_ context.Context, req drover.Request, y func(drover.Event, error) bool) {
+func agents() []*agenttest.Agent {
+	return []*agenttest.Agent{
+		{Name: "quick", Fn: func(_ context.Context, req drover.Request, y func(drover.Event, error) bool) {
 			n := 3
 			fmt.Sscanf(req.Prompt, "%d", &n)
 			for i := range n {
@@ -65,12 +47,12 @@ func agents() []*agent {
 			}
 			y(done(drover.StatusSuccess), nil)
 		}},
-		{id: "failing", run: func(_ context.Context, _ drover.Request, y func(drover.Event, error) bool) {
+		{Name: "failing", Fn: func(_ context.Context, _ drover.Request, y func(drover.Event, error) bool) {
 			y(drover.Event{Type: drover.TypeError, Payload: drover.ErrorPayload{Code: drover.CodeModelError, Message: "model fell over"}}, nil)
 			y(done(drover.StatusError), nil)
 		}},
 		// keyed says whether its credential is the server's profile a.
-		{id: "keyed", run: func(_ context.Context, req drover.Request, y func(drover.Event, error) bool) {
+		{Name: "keyed", Fn: func(_ context.Context, req drover.Request, y func(drover.Event, error) bool) {
 			says := "another key"
 			if req.Options.Env["API_KEY"] == "server-secret-a" {
 				says = "the server's key of profile a"
@@ -79,7 +61,7 @@ func agents() []*agent {
 				y(done(drover.StatusSuccess), nil)
 			}
 		}},
-		{id: "hang", run: func(ctx context.Context, _ drover.Request, y func(drover.Event, error) bool) {
+		{Name: "hang", Fn: func(ctx context.Context, _ drover.Request, y func(drover.Event, error) bool) {
 			if y(text("working"), nil) {
 				<-ctx.Done()
 			}

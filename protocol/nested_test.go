@@ -16,6 +16,7 @@ import (
 	"github.com/drover-run/drover"
 	"github.com/drover-run/drover/api"
 	"github.com/drover-run/drover/engine"
+	"github.com/drover-run/drover/internal/testkit/agenttest"
 	"github.com/drover-run/drover/protocol"
 	"github.com/drover-run/drover/runs"
 	"github.com/drover-run/drover/store"
@@ -48,7 +49,7 @@ func newNestedFixture(t *testing.T) *nestedFixture {
 			t.Fatal(err)
 		}
 	}
-	hold := &agent{id: "hold", run: func(ctx context.Context, req drover.Request, y func(drover.Event, error) bool) {
+	hold := &agenttest.Agent{Name: "hold", Fn: func(ctx context.Context, req drover.Request, y func(drover.Event, error) bool) {
 		f.mu.Lock()
 		f.env[req.Prompt] = req.Options.Env
 		f.mu.Unlock()

@@ -9,15 +9,16 @@ import (
 	"time"
 
 	"github.com/drover-run/drover"
+	"github.com/drover-run/drover/internal/testkit/agenttest"
 	"github.com/drover-run/drover/runs"
 	"github.com/drover-run/drover/store"
 )
 
 // dirsAgent is hang with the capabilities the boundary tests need: extra
 // directories and config homes.
-func dirsAgent() *agent {
+func dirsAgent() *agenttest.Agent {
 	a := hang()
-	a.caps = &drover.Capabilities{Tiers: drover.Tiers(), AddDirs: true, ConfigDir: true}
+	a.Caps = &drover.Capabilities{Tiers: drover.Tiers(), AddDirs: true, ConfigDir: true}
 	return a
 }
 

@@ -15,11 +15,8 @@ import (
 	"github.com/drover-run/drover/store"
 )
 
-// asker is agenttest.Asker as this package's fake agent.
-func asker(steerable bool) *agent {
-	a := agenttest.Asker(steerable)
-	return &agent{id: a.Name, run: a.Fn, caps: a.Caps}
-}
+// asker is agenttest.Asker.
+func asker(steerable bool) *agenttest.Agent { return agenttest.Asker(steerable) }
 
 // waitFor polls cond until it holds.
 func waitFor(t *testing.T, what string, cond func() bool) {
@@ -192,7 +189,7 @@ func TestCTL1_DefaultApprovalTimeout(t *testing.T) {
 	if err := f.sup.Cancel(ctx, id); err != nil {
 		t.Fatal(err)
 	}
-	plain := &agent{id: "plain", run: quick(1).run, caps: &drover.Capabilities{Tiers: drover.Tiers()}}
+	plain := &agenttest.Agent{Name: "plain", Fn: quick(1).Fn, Caps: &drover.Capabilities{Tiers: drover.Tiers()}}
 	g := newFixture(t, runs.Config{DefaultApprovalTimeout: time.Minute}, plain)
 	if r := g.await(t, g.start(t, runs.StartRequest{Agent: "plain", Prompt: "x"}))[0]; r.Status != store.StatusCompleted {
 		t.Fatalf("a run of an agent that cannot be asked: %+v", r)

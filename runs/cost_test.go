@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/drover-run/drover"
+	"github.com/drover-run/drover/internal/testkit/agenttest"
 	"github.com/drover-run/drover/runs"
 )
 
@@ -18,7 +19,7 @@ func TestLED3_ResumedRunRecordsItsOwnCost(t *testing.T) {
 	totals := []float64{0.3, 0.5, 0.9} // the vendor's running total after each run
 	var mu sync.Mutex
 	n := 0
-	vendor := &agent{id: "cum", run: func(_ context.Context, req drover.Request, y func(drover.Event, error) bool) {
+	vendor := &agenttest.Agent{Name: "cum", Fn: func(_ context.Context, req drover.Request, y func(drover.Event, error) bool) {
 		mu.Lock()
 		total := totals[n]
 		n++

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/drover-run/drover"
+	"github.com/drover-run/drover/internal/testkit/agenttest"
 	"github.com/drover-run/drover/runs"
 	"github.com/drover-run/drover/store"
 	"github.com/drover-run/drover/store/sqlite"
@@ -72,7 +73,7 @@ func TestLED2_FollowerBehindAtTheEndTakesTheTail(t *testing.T) {
 	t.Cleanup(func() { sq.Close() })
 	st := &eventReads{Store: sq}
 	release := make(chan struct{})
-	gated := &agent{id: "gated", run: func(ctx context.Context, _ drover.Request, y func(drover.Event, error) bool) {
+	gated := &agenttest.Agent{Name: "gated", Fn: func(ctx context.Context, _ drover.Request, y func(drover.Event, error) bool) {
 		if !y(text("first"), nil) {
 			return
 		}

@@ -15,6 +15,7 @@ import (
 	"github.com/drover-run/drover"
 	"github.com/drover-run/drover/engine"
 	"github.com/drover-run/drover/internal/contain"
+	"github.com/drover-run/drover/internal/testkit/agenttest"
 	"github.com/drover-run/drover/runs"
 	"github.com/drover-run/drover/store"
 )
@@ -71,8 +72,8 @@ func echoToken(sup *runs.Supervisor) runs.NestedHandler {
 // be (writes only in its workspace, reads only there and the system's
 // directories, its own TMPDIR and HOME), with the environment the
 // supervisor gave the run plus extra, and reports what it printed.
-func probeAgent(t *testing.T, ws string) *agent {
-	return &agent{id: "probe", run: func(ctx context.Context, req drover.Request, y func(drover.Event, error) bool) {
+func probeAgent(t *testing.T, ws string) *agenttest.Agent {
+	return &agenttest.Agent{Name: "probe", Fn: func(ctx context.Context, req drover.Request, y func(drover.Event, error) bool) {
 		exe, err := os.Executable()
 		if err != nil {
 			y(drover.Event{}, err)
@@ -176,7 +177,7 @@ func TestMCP1_NestedSocketReachedFromAContainedRun(t *testing.T) {
 	// The token: 256 bits, never recorded, gone with its run.
 	var seen []string
 	reg2 := drover.NewRegistry()
-	_ = reg2.Register(&agent{id: "env", run: func(_ context.Context, req drover.Request, y func(drover.Event, error) bool) {
+	_ = reg2.Register(&agenttest.Agent{Name: "env", Fn: func(_ context.Context, req drover.Request, y func(drover.Event, error) bool) {
 		seen = append(seen, req.Options.Env[runs.EnvRunToken])
 		if y(text("token seen"), nil) {
 			y(done(""), nil)

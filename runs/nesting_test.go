@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/drover-run/drover"
+	"github.com/drover-run/drover/internal/testkit/agenttest"
 	"github.com/drover-run/drover/runs"
 	"github.com/drover-run/drover/store"
 )
@@ -100,7 +101,7 @@ func TestMCP1_ChildOfRemoteParentEndsOnItsOwn(t *testing.T) {
 func TestMCP1_AgentEnvironment(t *testing.T) {
 	var mu sync.Mutex
 	seen := map[string]map[string]string{}
-	envAgent := &agent{id: "env", run: func(_ context.Context, req drover.Request, y func(drover.Event, error) bool) {
+	envAgent := &agenttest.Agent{Name: "env", Fn: func(_ context.Context, req drover.Request, y func(drover.Event, error) bool) {
 		mu.Lock()
 		seen[req.Prompt] = req.Options.Env
 		mu.Unlock()
@@ -142,7 +143,7 @@ func TestMCP1_SumTree(t *testing.T) {
 	// costly runs named in gates wait for their gate before they end, so
 	// that children can be started under them.
 	gates := map[string]chan struct{}{"root": make(chan struct{}), "remote": make(chan struct{})}
-	costly := &agent{id: "costly", run: func(ctx context.Context, req drover.Request, y func(drover.Event, error) bool) {
+	costly := &agenttest.Agent{Name: "costly", Fn: func(ctx context.Context, req drover.Request, y func(drover.Event, error) bool) {
 		if gate, ok := gates[req.Prompt]; ok {
 			select {
 			case <-gate:

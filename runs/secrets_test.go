@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/drover-run/drover"
+	"github.com/drover-run/drover/internal/testkit/agenttest"
 	"github.com/drover-run/drover/runs"
 )
 
@@ -17,7 +18,7 @@ import (
 func TestSEC3_NoSecretInTheLedger(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "drover.db")
 	var seen drover.Options
-	spy := &agent{id: "spy", caps: &drover.Capabilities{Tiers: drover.Tiers(), Endpoint: true}, run: func(_ context.Context, req drover.Request, y func(drover.Event, error) bool) {
+	spy := &agenttest.Agent{Name: "spy", Caps: &drover.Capabilities{Tiers: drover.Tiers(), Endpoint: true}, Fn: func(_ context.Context, req drover.Request, y func(drover.Event, error) bool) {
 		seen = req.Options
 		y(text("ok"), nil)
 		y(done("tok"), nil)

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"iter"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -22,6 +21,7 @@ import (
 	"github.com/drover-run/drover"
 	"github.com/drover-run/drover/engine"
 	"github.com/drover-run/drover/internal/proc"
+	"github.com/drover-run/drover/internal/testkit/agenttest"
 	"github.com/drover-run/drover/runs"
 	"github.com/drover-run/drover/store"
 	"github.com/drover-run/drover/store/sqlite"
@@ -29,27 +29,6 @@ import (
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
-
-// agent is a func-field adapter: the thin seam these tests need.
-type agent struct {
-	id   string
-	run  func(ctx context.Context, req drover.Request, yield func(drover.Event, error) bool)
-	caps *drover.Capabilities // nil: every tier, resume and fork
-}
-
-func (a *agent) ID() string { return a.id }
-func (a *agent) Capabilities() drover.Capabilities {
-	if a.caps != nil {
-		return *a.caps
-	}
-	return drover.Capabilities{Tiers: drover.Tiers(), Resume: true, Fork: true}
-}
-func (a *agent) Available(context.Context) drover.Availability {
-	return drover.Availability{Installed: true}
-}
-func (a *agent) Run(ctx context.Context, req drover.Request) iter.Seq2[drover.Event, error] {
-	return func(yield func(drover.Event, error) bool) { a.run(ctx, req, yield) }
-}
 
 func text(s string) drover.Event {
 	return drover.Event{Type: drover.TypeText, Payload: drover.TextPayload{Content: s}}
@@ -61,8 +40,8 @@ func done(token string) drover.Event {
 }
 
 // quick emits n texts and done.
-func quick(n int) *agent {
-	return &agent{id: "quick", run: func(_ context.Context, req drover.Request, y func(drover.Event, error) bool) {
+func quick(n int) *agenttest.Agent {
+	return &agenttest.Agent{Name: "quick", Fn: func(_ context.Context, req drover.Request, y func(drover.Event, error) bool) {
 		for i := range n {
 			if !y(text(fmt.Sprintf("%s #%d", req.Prompt, i)), nil) {
 				return
@@ -73,8 +52,8 @@ func quick(n int) *agent {
 }
 
 // hang emits one text and waits for cancellation.
-func hang() *agent {
-	return &agent{id: "hang", run: func(ctx context.Context, _ drover.Request, y func(drover.Event, error) bool) {
+func hang() *agenttest.Agent {
+	return &agenttest.Agent{Name: "hang", Fn: func(ctx context.Context, _ drover.Request, y func(drover.Event, error) bool) {
 		if y(text("working"), nil) {
 			<-ctx.Done()
 		}
@@ -87,13 +66,13 @@ type fixture struct {
 	eng *engine.Engine
 }
 
-func newFixture(t *testing.T, cfg runs.Config, agents ...*agent) *fixture {
+func newFixture(t *testing.T, cfg runs.Config, agents ...*agenttest.Agent) *fixture {
 	t.Helper()
 	st := openStore(t, filepath.Join(t.TempDir(), "drover.db"))
 	return newFixtureOn(t, st, cfg, agents...)
 }
 
-func newFixtureOn(t *testing.T, st store.Store, cfg runs.Config, agents ...*agent) *fixture {
+func newFixtureOn(t *testing.T, st store.Store, cfg runs.Config, agents ...*agenttest.Agent) *fixture {
 	t.Helper()
 	reg := drover.NewRegistry()
 	for _, a := range agents {
@@ -154,7 +133,7 @@ func eventsOf(t *testing.T, st store.Store, id string) []drover.Event {
 
 func TestRUN1_StartAtOnceAndStatusMoves(t *testing.T) {
 	release := make(chan struct{})
-	gated := &agent{id: "gated", run: func(ctx context.Context, req drover.Request, y func(drover.Event, error) bool) {
+	gated := &agenttest.Agent{Name: "gated", Fn: func(ctx context.Context, req drover.Request, y func(drover.Event, error) bool) {
 		req.ProcessStarted(4242, 4242)
 		if !y(text("started"), nil) {
 			return
@@ -335,7 +314,7 @@ func TestRUN7_QueueOrder(t *testing.T) {
 	for i := range n {
 		release[fmt.Sprint(i)] = make(chan struct{})
 	}
-	gated := &agent{id: "gated", run: func(ctx context.Context, req drover.Request, y func(drover.Event, error) bool) {
+	gated := &agenttest.Agent{Name: "gated", Fn: func(ctx context.Context, req drover.Request, y func(drover.Event, error) bool) {
 		mu.Lock()
 		order = append(order, req.Prompt)
 		mu.Unlock()
@@ -376,7 +355,7 @@ func TestRUN7_QueueOrder(t *testing.T) {
 // complete and in order, never more than 8 at once.
 func TestRUN7_FiftyRunsLimitEight(t *testing.T) {
 	var cur, peak atomic.Int32
-	fast := &agent{id: "fast", run: func(_ context.Context, req drover.Request, y func(drover.Event, error) bool) {
+	fast := &agenttest.Agent{Name: "fast", Fn: func(_ context.Context, req drover.Request, y func(drover.Event, error) bool) {
 		if c := cur.Add(1); c > peak.Load() {
 			peak.Store(c)
 		}
@@ -426,7 +405,7 @@ func TestRUN7_FiftyRunsLimitEight(t *testing.T) {
 func TestLED4_Sessions(t *testing.T) {
 	var tokens []string
 	var mu sync.Mutex
-	echo := &agent{id: "echo", run: func(_ context.Context, req drover.Request, y func(drover.Event, error) bool) {
+	echo := &agenttest.Agent{Name: "echo", Fn: func(_ context.Context, req drover.Request, y func(drover.Event, error) bool) {
 		mu.Lock()
 		tokens = append(tokens, req.Options.Resume)
 		mu.Unlock()
@@ -459,7 +438,7 @@ func TestLED4_Sessions(t *testing.T) {
 func TestLED4_Fork(t *testing.T) {
 	var seen []drover.Options
 	var mu sync.Mutex
-	forker := &agent{id: "forker", run: func(_ context.Context, req drover.Request, y func(drover.Event, error) bool) {
+	forker := &agenttest.Agent{Name: "forker", Fn: func(_ context.Context, req drover.Request, y func(drover.Event, error) bool) {
 		mu.Lock()
 		seen = append(seen, req.Options)
 		mu.Unlock()
@@ -485,10 +464,10 @@ func TestLED4_Fork(t *testing.T) {
 // its own agent's conversation, and an agent that cannot resume is refused
 // once a session's token would be passed to it. Nothing is recorded.
 func TestLED4_CheckRefusesMixedContinuations(t *testing.T) {
-	echo := &agent{id: "echo", run: func(_ context.Context, req drover.Request, y func(drover.Event, error) bool) {
+	echo := &agenttest.Agent{Name: "echo", Fn: func(_ context.Context, req drover.Request, y func(drover.Event, error) bool) {
 		y(done("vendor-"+req.Prompt), nil)
 	}}
-	oneShot := &oneShotAgent{agent{id: "oneshot", run: echo.run}}
+	oneShot := &agenttest.Agent{Name: "oneshot", Fn: echo.Fn, Caps: &drover.Capabilities{Tiers: drover.Tiers()}} // cannot resume
 	reg := drover.NewRegistry()
 	for _, a := range []drover.Adapter{echo, oneShot} {
 		if err := reg.Register(a); err != nil {
@@ -538,17 +517,10 @@ func TestLED4_CheckRefusesMixedContinuations(t *testing.T) {
 	}
 }
 
-// oneShotAgent is an agent that cannot resume a conversation.
-type oneShotAgent struct{ agent }
-
-func (a *oneShotAgent) Capabilities() drover.Capabilities {
-	return drover.Capabilities{Tiers: drover.Tiers()}
-}
-
 // TestLED3_TurnRecord: the run's messages and tool calls are recorded when
 // it ends.
 func TestLED3_TurnRecord(t *testing.T) {
-	tool := &agent{id: "tool", run: func(_ context.Context, _ drover.Request, y func(drover.Event, error) bool) {
+	tool := &agenttest.Agent{Name: "tool", Fn: func(_ context.Context, _ drover.Request, y func(drover.Event, error) bool) {
 		y(drover.Event{Type: drover.TypeToolUse, Payload: drover.ToolUsePayload{ToolName: "Bash", ToolUseID: "t1", Input: map[string]any{"command": "ls"}}}, nil)
 		y(drover.Event{Type: drover.TypeToolResult, Payload: drover.ToolResultPayload{ToolUseID: "t1", ToolName: "Bash", Status: drover.ToolSuccess, Output: "a.go"}}, nil)
 		y(text("listed"), nil)
@@ -601,8 +573,8 @@ func TestFollowAndCancelAcrossSupervisors(t *testing.T) {
 
 // mixed emits every kind of event the turn record takes: texts, tool calls
 // with and without results, a result without its call, and noise.
-func mixed() *agent {
-	return &agent{id: "mixed", run: func(_ context.Context, _ drover.Request, y func(drover.Event, error) bool) {
+func mixed() *agenttest.Agent {
+	return &agenttest.Agent{Name: "mixed", Fn: func(_ context.Context, _ drover.Request, y func(drover.Event, error) bool) {
 		for _, ev := range []drover.Event{
 			{Type: drover.TypeInit, Payload: drover.InitPayload{Model: "m"}},
 			text("looking"),
@@ -688,7 +660,7 @@ func TestLED3_TurnRecordAfterLedgerFailure(t *testing.T) {
 	const failAt = 6
 	st := openStore(t, filepath.Join(t.TempDir(), "drover.db"))
 	st = failingAppender{Store: st.(*sqlite.Store), failAt: failAt}
-	loop := &agent{id: "loop", run: func(ctx context.Context, req drover.Request, y func(drover.Event, error) bool) {
+	loop := &agenttest.Agent{Name: "loop", Fn: func(ctx context.Context, req drover.Request, y func(drover.Event, error) bool) {
 		for i := 0; ctx.Err() == nil; i++ {
 			id := fmt.Sprint("t", i)
 			if !y(drover.Event{Type: drover.TypeToolUse, Payload: drover.ToolUsePayload{ToolName: "Bash", ToolUseID: id}}, nil) ||
@@ -725,7 +697,7 @@ func TestLED3_TurnRecordAfterLedgerFailure(t *testing.T) {
 func TestRUN6_SecondProcessRecorded(t *testing.T) {
 	release := make(chan struct{})
 	second := make(chan struct{})
-	twice := &agent{id: "twice", run: func(ctx context.Context, req drover.Request, y func(drover.Event, error) bool) {
+	twice := &agenttest.Agent{Name: "twice", Fn: func(ctx context.Context, req drover.Request, y func(drover.Event, error) bool) {
 		req.ProcessStarted(4242, 4242)
 		if !y(text("first process"), nil) {
 			return
@@ -741,7 +713,7 @@ func TestRUN6_SecondProcessRecorded(t *testing.T) {
 		case <-ctx.Done():
 		}
 	}}
-	noProc := &agent{id: "noproc", run: func(ctx context.Context, _ drover.Request, y func(drover.Event, error) bool) {
+	noProc := &agenttest.Agent{Name: "noproc", Fn: func(ctx context.Context, _ drover.Request, y func(drover.Event, error) bool) {
 		if y(text("in-process"), nil) {
 			<-release
 			y(done("tok"), nil)
@@ -800,7 +772,7 @@ func (f failingAppender) AppendAsync(ev store.Event) <-chan error {
 // recorded (every client: protocol, HTTP, drover mcp), and a priced one
 // is accepted.
 func TestLIM_StartRefusesUnpricedBudget(t *testing.T) {
-	echo := &agent{id: "echo", run: func(_ context.Context, req drover.Request, y func(drover.Event, error) bool) {
+	echo := &agenttest.Agent{Name: "echo", Fn: func(_ context.Context, req drover.Request, y func(drover.Event, error) bool) {
 		y(done("ok"), nil)
 	}}
 	f := newFixture(t, runs.Config{}, echo)

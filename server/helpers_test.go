@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"iter"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -28,23 +27,6 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// agent is a func-field adapter.
-type agent struct {
-	id  string
-	run func(ctx context.Context, req drover.Request, yield func(drover.Event, error) bool)
-}
-
-func (a *agent) ID() string { return a.id }
-func (a *agent) Capabilities() drover.Capabilities {
-	return drover.Capabilities{Tiers: drover.Tiers(), Resume: true}
-}
-func (a *agent) Available(context.Context) drover.Availability {
-	return drover.Availability{Installed: true}
-}
-func (a *agent) Run(ctx context.Context, req drover.Request) iter.Seq2[drover.Event, error] {
-	return func(yield func(drover.Event, error) bool) { a.run(ctx, req, yield) }
-}
-
 func text(s string) drover.Event {
 	return drover.Event{Type: drover.TypeText, Payload: drover.TextPayload{Content: s}}
 }
@@ -59,7 +41,7 @@ type gates struct{ ch chan chan struct{} }
 // agents: quick emits N texts (prompt "N", default 3) and done; big emits
 // N texts of 1 KiB once a gate opens; gated emits N texts, waits for a gate from the test,
 // then emits N more; costly reports usage; tooly runs a tool and hits an error; hang waits for cancellation.
-func agents(g gates) []*agent {
+func agents(g gates) []*agenttest.Agent {
 	emit := func(y func(drover.Event, error) bool, n, size, from int) bool {
 		pad := strings.Repeat("x", size)
 		for i := range n {
@@ -76,13 +58,13 @@ func agents(g gates) []*agent {
 		}
 		return n
 	}
-	return []*agent{
-		{id: "quick", run: func(_ context.Context, req drover.Request, y func(drover.Event, error) bool) {
+	return []*agenttest.Agent{
+		{Name: "quick", Fn: func(_ context.Context, req drover.Request, y func(drover.Event, error) bool) {
 			if emit(y, num(req.Prompt), 0, 0) {
 				y(done(drover.StatusSuccess), nil)
 			}
 		}},
-		{id: "big", run: func(ctx context.Context, req drover.Request, y func(drover.Event, error) bool) {
+		{Name: "big", Fn: func(ctx context.Context, req drover.Request, y func(drover.Event, error) bool) {
 			select { // starts emitting when the test says so
 			case gate := <-g.ch:
 				<-gate
@@ -93,7 +75,7 @@ func agents(g gates) []*agent {
 				y(done(drover.StatusSuccess), nil)
 			}
 		}},
-		{id: "gated", run: func(ctx context.Context, req drover.Request, y func(drover.Event, error) bool) {
+		{Name: "gated", Fn: func(ctx context.Context, req drover.Request, y func(drover.Event, error) bool) {
 			n := num(req.Prompt)
 			if !emit(y, n, 0, 0) {
 				return
@@ -108,14 +90,14 @@ func agents(g gates) []*agent {
 				y(done(drover.StatusSuccess), nil)
 			}
 		}},
-		{id: "costly", run: func(_ context.Context, _ drover.Request, y func(drover.Event, error) bool) {
+		{Name: "costly", Fn: func(_ context.Context, _ drover.Request, y func(drover.Event, error) bool) {
 			cost := 0.5
 			if y(text("counted"), nil) {
 				y(drover.Event{Type: drover.TypeDone, Payload: drover.DonePayload{Status: drover.StatusSuccess,
 					Usage: drover.Usage{InputTokens: 1200, OutputTokens: 340, ToolUses: 2, TotalCostUSD: &cost}}}, nil)
 			}
 		}},
-		{id: "tooly", run: func(_ context.Context, _ drover.Request, y func(drover.Event, error) bool) {
+		{Name: "tooly", Fn: func(_ context.Context, _ drover.Request, y func(drover.Event, error) bool) {
 			_ = y(drover.Event{Type: drover.TypeToolUse, Payload: drover.ToolUsePayload{ToolName: "Bash", ToolUseID: "t1",
 				Input: map[string]any{"command": "ls -la"}, Description: "list files"}}, nil) &&
 				y(drover.Event{Type: drover.TypeToolResult, Payload: drover.ToolResultPayload{ToolUseID: "t1", ToolName: "Bash",
@@ -123,7 +105,7 @@ func agents(g gates) []*agent {
 				y(drover.Event{Type: drover.TypeError, Payload: drover.ErrorPayload{Code: "API_ERROR", Message: "overloaded, retrying", Recoverable: true}}, nil) &&
 				y(done(drover.StatusSuccess), nil)
 		}},
-		{id: "hang", run: func(ctx context.Context, _ drover.Request, y func(drover.Event, error) bool) {
+		{Name: "hang", Fn: func(ctx context.Context, _ drover.Request, y func(drover.Event, error) bool) {
 			if y(text("working"), nil) {
 				<-ctx.Done()
 			}

@@ -1,12 +1,13 @@
-// Package agenttest holds fake adapters for the tests of the packages
-// above the engine (runs, protocol, server, the CLI): func-field adapters
-// are the thin seam those tests need; vendor adapters are proven against
-// the real CLIs instead.
+// Package agenttest holds the fake adapter of the tests of the engine and
+// the packages above it (runs, api, protocol, server, the CLI): a
+// func-field adapter is the thin seam those tests need; vendor adapters
+// are proven against the real CLIs instead.
 package agenttest
 
 import (
 	"context"
 	"iter"
+	"sync/atomic"
 
 	"github.com/drover-run/drover"
 )
@@ -15,10 +16,19 @@ import (
 type Agent struct {
 	// Name is its id.
 	Name string
-	// Caps are its capabilities; nil means every tier and resume.
+	// Caps are its capabilities; nil means every tier, resume and fork.
 	Caps *drover.Capabilities
-	// Fn is its run: it yields the run's events.
+	// Fn is its run: it yields the run's events (stamped with Name when
+	// they name no agent).
 	Fn func(ctx context.Context, req drover.Request, yield func(drover.Event, error) bool)
+
+	// Calls counts the runs it was asked for. Returned says that a run's
+	// iterator has returned, Stopped that a run saw its consumer stop (a
+	// yield returned false) or its context end: what the engine's
+	// guarantees are checked against.
+	Calls    atomic.Int32
+	Returned atomic.Bool
+	Stopped  atomic.Bool
 }
 
 var _ drover.Adapter = (*Agent)(nil)
@@ -26,12 +36,12 @@ var _ drover.Adapter = (*Agent)(nil)
 // ID returns Name.
 func (a *Agent) ID() string { return a.Name }
 
-// Capabilities returns Caps, or every tier and resume.
+// Capabilities returns Caps, or every tier, resume and fork.
 func (a *Agent) Capabilities() drover.Capabilities {
 	if a.Caps != nil {
 		return *a.Caps
 	}
-	return drover.Capabilities{Tiers: drover.Tiers(), Resume: true}
+	return drover.Capabilities{Tiers: drover.Tiers(), Resume: true, Fork: true}
 }
 
 // Available reports it installed.
@@ -41,7 +51,24 @@ func (a *Agent) Available(context.Context) drover.Availability {
 
 // Run runs Fn.
 func (a *Agent) Run(ctx context.Context, req drover.Request) iter.Seq2[drover.Event, error] {
-	return func(yield func(drover.Event, error) bool) { a.Fn(ctx, req, yield) }
+	a.Calls.Add(1)
+	return func(yield func(drover.Event, error) bool) {
+		defer a.Returned.Store(true)
+		y := func(ev drover.Event, err error) bool {
+			if ev.Type != "" && ev.Agent == "" {
+				ev.Agent = a.Name
+			}
+			ok := yield(ev, err)
+			if !ok {
+				a.Stopped.Store(true)
+			}
+			return ok
+		}
+		a.Fn(ctx, req, y)
+		if ctx.Err() != nil {
+			a.Stopped.Store(true)
+		}
+	}
 }
 
 // Asker is an interactive agent named "asker": it asks to run the shell
