@@ -141,6 +141,16 @@ func (p *Plan) WithHooks(h Hooks) (*Plan, error) {
 	return &q, nil
 }
 
+// InSession returns the plan of the run in drover session sid: what a
+// supervisor that records the run's session (after resolving it, so
+// that nothing is recorded for a run it refuses) gives the engine, which
+// stamps it on every event.
+func (p *Plan) InSession(sid string) *Plan {
+	q := *p
+	q.req.Options.SessionID = sid
+	return &q
+}
+
 // live reports whether the run can be answered or steered: then the
 // engine gives the adapter a Live.
 func (p *Plan) live() bool {

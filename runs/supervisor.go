@@ -404,6 +404,7 @@ func (s *Supervisor) Start(ctx context.Context, req StartRequest) (Started, erro
 		}
 	}
 	req.Options.SessionID = sid
+	plan = plan.InSession(sid)
 	// The ledger keeps what the run was asked, never its credentials (SEC-3).
 	optsJSON, err := json.Marshal(Redact(req.Options))
 	if err != nil {

@@ -423,9 +423,13 @@ func TestLED4_Sessions(t *testing.T) {
 	if err != nil || s.HeadRunID != second || s.ResumeToken != "vendor-two" || !slices.Contains(s.Heads, first) {
 		t.Fatalf("session %+v %v", s, err)
 	}
-	for _, ev := range eventsOf(t, f.st, second) {
-		if ev.SessionID != r1.SessionID {
-			t.Fatalf("event carries session %q", ev.SessionID)
+	// Every event carries its run's session: the one the run continues,
+	// and the one a new conversation's run recorded.
+	for _, id := range []string{first, second} {
+		for _, ev := range eventsOf(t, f.st, id) {
+			if ev.SessionID != r1.SessionID {
+				t.Fatalf("an event of run %s carries session %q, not %q", id, ev.SessionID, r1.SessionID)
+			}
 		}
 	}
 	if _, err := f.sup.Start(context.Background(), runs.StartRequest{Agent: "echo", Prompt: "x", Options: drover.Options{SessionID: "nope"}}); !errors.Is(err, store.ErrNotFound) {
@@ -449,6 +453,11 @@ func TestLED4_Fork(t *testing.T) {
 	fork := f.await(t, f.start(t, runs.StartRequest{Agent: "forker", Prompt: "two", ForkFrom: first.ID}))[0]
 	if fork.SessionID == first.SessionID || !seen[1].Fork || seen[1].Resume != "vendor-one" {
 		t.Fatalf("fork %+v, options %+v", fork, seen[1])
+	}
+	for _, ev := range eventsOf(t, f.st, fork.ID) {
+		if ev.SessionID != fork.SessionID {
+			t.Fatalf("an event of the fork carries session %q, not its own %q", ev.SessionID, fork.SessionID)
+		}
 	}
 	orig, _ := f.st.GetSession(context.Background(), first.SessionID)
 	if orig.HeadRunID != first.ID {
