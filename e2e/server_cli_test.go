@@ -29,6 +29,7 @@ type cliSide struct {
 	pre   []string // before it: --server URL, or nothing
 	runs  []string // more flags of `run`: --fakemodel locally
 	ws    string   // the runs' workspace
+	home  string   // the home of the drover that runs the runs
 	ids   map[string]string
 }
 
@@ -73,7 +74,13 @@ func (s *cliSide) normalized(text string) string {
 	replace(regexp.MustCompile(`run_[0-9a-f]{11,}`), "RUN")
 	replace(regexp.MustCompile(`[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}`), "UUID")
 	text = strings.ReplaceAll(text, s.ws, "WS")
+	if s.home != "" {
+		text = strings.ReplaceAll(text, s.home, "HOME")
+	}
 	for _, r := range []struct{ re, with string }{
+		{`"(pid|pgid)":\d+`, `"$1":0`},
+		{`"owner":"[^"]*"`, `"owner":"OWNER"`},
+		{`127\.0\.0\.1:\d+`, "127.0.0.1:PORT"},
 		{`(toolu|call|msg|req)_[0-9A-Za-z]+`, "$1_ID"},
 		{`"(timestamp|durationMs|askedAt|answeredAt|durationApiMs|duration_ms|duration_api_ms)":\d+`, `"$1":0`},
 		{`\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d)`, "TIME"},
@@ -97,7 +104,7 @@ func TestAPI2_CLIAgainstAServer(t *testing.T) {
 	base := append(os.Environ(), "DROVER_CLAUDE_BIN="+claude, "DROVER_SERVER=", "NO_COLOR=1")
 
 	lhome := t.TempDir()
-	local := &cliSide{name: "local", bin: bin, ws: t.TempDir(), ids: map[string]string{},
+	local := &cliSide{name: "local", bin: bin, ws: t.TempDir(), home: lhome, ids: map[string]string{},
 		env:   append(append([]string{}, base...), "HOME="+lhome, "XDG_STATE_HOME="+filepath.Join(lhome, "state"), "DROVER_TOKEN="),
 		flags: []string{"--db", filepath.Join(lhome, "drover.db")}, runs: []string{"--fakemodel"}}
 
@@ -105,7 +112,7 @@ func TestAPI2_CLIAgainstAServer(t *testing.T) {
 	const token = "e2e-token-4f1d"
 	url := startServe(t, bin, append(append([]string{}, base...), "HOME="+rhome, "XDG_STATE_HOME="+filepath.Join(rhome, "state"), "DROVER_TOKEN="+token),
 		"--db", filepath.Join(rhome, "drover.db"), "--token", token)
-	remote := &cliSide{name: "remote", bin: bin, ws: t.TempDir(), ids: map[string]string{},
+	remote := &cliSide{name: "remote", bin: bin, ws: t.TempDir(), home: rhome, ids: map[string]string{},
 		env: append(append([]string{}, base...), "HOME="+t.TempDir(), "DROVER_TOKEN="+token), pre: []string{"--server", url}}
 
 	same := func(what string, stderr bool, args func(s *cliSide) []string) (l, r cmdResult) {

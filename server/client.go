@@ -170,14 +170,15 @@ func call[R any](ctx context.Context, c *Client, name string, p any) (R, error) 
 		return r, err
 	}
 	var body any
+	wildcards := wildcardsOf(path)
+	path = fillWildcards(path, p)
 	if method == http.MethodGet {
-		if q := encodeQuery(p, wildcardsOf(path)).Encode(); q != "" {
+		if q := encodeQuery(p, wildcards).Encode(); q != "" {
 			path += "?" + q
 		}
 	} else {
 		body = p
 	}
-	path = fillWildcards(path, p)
 	sh, shaped := shapes[name]
 	if !shaped || sh.read == nil {
 		return r, c.do(ctx, method, path, body, &r)
