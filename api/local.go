@@ -412,7 +412,13 @@ func (l *Local) Follow(ctx context.Context, p FollowParams) iter.Seq2[[]store.Ev
 				return
 			}
 		}
-		for evs, err := range l.sup.FollowManyBatches(ctx, p.AfterSeq, p.Runs...) {
+		batches := l.sup.FollowManyBatches(ctx, p.AfterSeq, p.Runs...)
+		if len(p.Runs) == 1 {
+			// One run needs no merging: no goroutine between the ledger
+			// and the reader (a server's streams are mostly of one run).
+			batches = l.sup.FollowBatches(ctx, p.Runs[0], p.AfterSeq)
+		}
+		for evs, err := range batches {
 			if err != nil {
 				err = ErrorOf(err)
 			}
