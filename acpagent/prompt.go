@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"iter"
 	"net/url"
 	"slices"
 	"strings"
@@ -15,7 +14,7 @@ import (
 	acp "github.com/coder/acp-go-sdk"
 	"github.com/drover-run/drover"
 	"github.com/drover-run/drover/api"
-	"github.com/drover-run/drover/store"
+	"github.com/drover-run/drover/runs"
 )
 
 // turn is one prompt turn of a session: how it is asked to end early.
@@ -171,23 +170,6 @@ func startError(err error) error {
 	}
 }
 
-// events flattens batches.
-func events(batches iter.Seq2[[]store.Event, error]) iter.Seq2[store.Event, error] {
-	return func(yield func(store.Event, error) bool) {
-		for evs, err := range batches {
-			if err != nil {
-				yield(store.Event{}, err)
-				return
-			}
-			for _, ev := range evs {
-				if !yield(ev, nil) {
-					return
-				}
-			}
-		}
-	}
-}
-
 // follow streams run runID to the editor until it has ended, asks the
 // editor its permission requests, and answers the prompt.
 func (a *agent) follow(s *session, t *turn, runID string) (acp.PromptResponse, error) {
@@ -204,7 +186,7 @@ func (a *agent) follow(s *session, t *turn, runID string) (acp.PromptResponse, e
 	var done *drover.DonePayload
 	var lastErr string
 	var followErr error
-	for sev, err := range events(a.svc.Follow(a.ctx, api.FollowParams{Runs: []string{runID}})) {
+	for sev, err := range runs.Flatten(a.svc.Follow(a.ctx, api.FollowParams{Runs: []string{runID}})) {
 		if err != nil {
 			followErr = err
 			break

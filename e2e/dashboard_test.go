@@ -1,17 +1,11 @@
 package e2e
 
 import (
-	"bufio"
-	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
-	"time"
 
 	"github.com/chromedp/chromedp"
 	"github.com/drover-run/drover/internal/testkit/browsertest"
@@ -27,67 +21,9 @@ func TestPRO4_DashboardRealClaude(t *testing.T) {
 	droverBin := buildDrover(t)
 	b := browsertest.New(t)
 	home, ws := t.TempDir(), t.TempDir()
-	cmd := exec.Command(droverBin, "serve", "--fakemodel", "--addr", "127.0.0.1:0", "--db", filepath.Join(home, "drover.db"))
-	cmd.Env = append(os.Environ(), "DROVER_CLAUDE_BIN="+bin, "DROVER_TOKEN=", "HOME="+home, "XDG_STATE_HOME="+filepath.Join(home, "state"))
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	urls := make(chan string, 1)
-	var (
-		logMu sync.Mutex
-		log   strings.Builder
-	)
-	logged := func() string {
-		logMu.Lock()
-		defer logMu.Unlock()
-		return log.String()
-	}
-	go func() {
-		// Reads stderr to its end, so the child never blocks on it; the
-		// test waits for this goroutine through exited.
-		// The address with the token of this start (drover serve makes one).
-		re := regexp.MustCompile(`dashboard at (http://127\.0\.0\.1:\d+/#token=[0-9a-f]+)`)
-		sc := bufio.NewScanner(stderr)
-		for sc.Scan() {
-			logMu.Lock()
-			log.WriteString(sc.Text() + "\n")
-			logMu.Unlock()
-			if m := re.FindStringSubmatch(sc.Text()); m != nil {
-				urls <- m[1]
-			}
-		}
-		io.Copy(io.Discard, stderr)
-		exited <- cmd.Wait()
-	}()
-	stopped := false
-	stop := func() {
-		if stopped {
-			return
-		}
-		stopped = true
-		cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(20 * time.Second):
-			cmd.Process.Kill()
-			<-exited
-		}
-	}
-	t.Cleanup(stop)
-	var url string
-	select {
-	case url = <-urls:
-	case err := <-exited:
-		stopped = true
-		t.Fatalf("drover serve exited: %v\n%s", err, logged())
-	case <-time.After(30 * time.Second):
-		t.Fatalf("drover serve announced no dashboard:\n%s", logged())
-	}
+	// The address with the token of this start (drover serve makes one).
+	url, stop := startServe(t, droverBin, append(os.Environ(), "DROVER_CLAUDE_BIN="+bin, "DROVER_TOKEN=", "HOME="+home, "XDG_STATE_HOME="+filepath.Join(home, "state")),
+		regexp.MustCompile(`dashboard at (http://127\.0\.0\.1:\d+/#token=[0-9a-f]+)`), "--db", filepath.Join(home, "drover.db"))
 
 	b.Do(t, "open the dashboard", chromedp.Navigate(url))
 	b.Wait(t, "the dashboard, live", `!document.getElementById('app').hidden && document.getElementById('conn').dataset.state === 'live'`)

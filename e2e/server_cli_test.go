@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -110,8 +111,8 @@ func TestAPI2_CLIAgainstAServer(t *testing.T) {
 
 	rhome := t.TempDir()
 	const token = "e2e-token-4f1d"
-	url := startServe(t, bin, append(append([]string{}, base...), "HOME="+rhome, "XDG_STATE_HOME="+filepath.Join(rhome, "state"), "DROVER_TOKEN="+token),
-		"--db", filepath.Join(rhome, "drover.db"), "--token", token)
+	url, _ := startServe(t, bin, append(append([]string{}, base...), "HOME="+rhome, "XDG_STATE_HOME="+filepath.Join(rhome, "state"), "DROVER_TOKEN="+token),
+		regexp.MustCompile(`serving HTTP on (http://127\.0\.0\.1:\d+)`), "--db", filepath.Join(rhome, "drover.db"), "--token", token)
 	remote := &cliSide{name: "remote", bin: bin, ws: t.TempDir(), home: rhome, ids: map[string]string{},
 		env: append(append([]string{}, base...), "HOME="+t.TempDir(), "DROVER_TOKEN="+token), pre: []string{"--server", url}}
 
@@ -223,8 +224,10 @@ func TestAPI2_CLIAgainstAServer(t *testing.T) {
 }
 
 // startServe starts `drover serve --fakemodel --addr 127.0.0.1:0` with env
-// and args and returns its URL; the server is stopped when the test ends.
-func startServe(t *testing.T, bin string, env []string, args ...string) string {
+// and args and returns the first match of announce's group in what it
+// says on stderr (its URL, the dashboard's address), and stop, which ends
+// it (SIGTERM) and waits; the test's end stops it too.
+func startServe(t *testing.T, bin string, env []string, announce *regexp.Regexp, args ...string) (string, func()) {
 	t.Helper()
 	cmd := exec.Command(bin, append([]string{"serve", "--fakemodel", "--addr", "127.0.0.1:0"}, args...)...)
 	cmd.Env = env
@@ -235,21 +238,41 @@ func startServe(t *testing.T, bin string, env []string, args ...string) string {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	urls := make(chan string, 1)
+	found := make(chan string, 1)
 	exited := make(chan error, 1)
+	var (
+		logMu sync.Mutex
+		log   strings.Builder
+	)
+	logged := func() string {
+		logMu.Lock()
+		defer logMu.Unlock()
+		return log.String()
+	}
 	go func() {
 		// Reads stderr to its end, so the child never blocks on it; the
 		// test waits for this goroutine through exited.
-		re := regexp.MustCompile(`serving HTTP on (http://127\.0\.0\.1:\d+)`)
 		sc := bufio.NewScanner(stderr)
 		for sc.Scan() {
-			if m := re.FindStringSubmatch(sc.Text()); m != nil {
-				urls <- m[1]
+			logMu.Lock()
+			log.WriteString(sc.Text() + "\n")
+			logMu.Unlock()
+			if m := announce.FindStringSubmatch(sc.Text()); m != nil {
+				select {
+				case found <- m[1]:
+				default:
+				}
 			}
 		}
+		io.Copy(io.Discard, stderr)
 		exited <- cmd.Wait()
 	}()
-	t.Cleanup(func() {
+	stopped := false
+	stop := func() {
+		if stopped {
+			return
+		}
+		stopped = true
 		cmd.Process.Signal(syscall.SIGTERM)
 		select {
 		case <-exited:
@@ -257,15 +280,16 @@ func startServe(t *testing.T, bin string, env []string, args ...string) string {
 			cmd.Process.Kill()
 			<-exited
 		}
-	})
-	select {
-	case url := <-urls:
-		return url
-	case err := <-exited:
-		exited <- err
-		t.Fatalf("drover serve exited: %v", err)
-	case <-time.After(30 * time.Second):
-		t.Fatal("drover serve did not say where it serves")
 	}
-	return ""
+	t.Cleanup(stop)
+	select {
+	case m := <-found:
+		return m, stop
+	case err := <-exited:
+		stopped = true
+		t.Fatalf("drover serve exited: %v\n%s", err, logged())
+	case <-time.After(30 * time.Second):
+		t.Fatalf("drover serve did not say %s:\n%s", announce, logged())
+	}
+	return "", stop
 }

@@ -14,7 +14,6 @@ import (
 
 	"github.com/drover-run/drover"
 	"github.com/drover-run/drover/api"
-	"github.com/drover-run/drover/runs"
 	"github.com/drover-run/drover/store"
 )
 
@@ -26,12 +25,13 @@ var ErrClientClosed = errors.New("protocol client closed")
 // over a pair of streams. Its methods are safe for concurrent use: calls
 // are multiplexed by request id. Close stops its goroutine.
 type Client struct {
-	w    io.WriteCloser
-	r    io.Reader
-	wmu  sync.Mutex    // serializes request lines
-	done chan struct{} // closed when the reader has ended
-	quit chan struct{} // closed by Close
-	wg   sync.WaitGroup
+	api.Remote // the service's operations, through Call
+	w          io.WriteCloser
+	r          io.Reader
+	wmu        sync.Mutex    // serializes request lines
+	done       chan struct{} // closed when the reader has ended
+	quit       chan struct{} // closed by Close
+	wg         sync.WaitGroup
 
 	mu      sync.Mutex
 	closed  bool
@@ -62,6 +62,7 @@ func Dial(rwc io.ReadWriteCloser) *Client { return NewClient(rwc, rwc) }
 // this connection started) and r, if it is an io.Closer.
 func NewClient(r io.Reader, w io.WriteCloser) *Client {
 	c := &Client{w: w, r: r, done: make(chan struct{}), quit: make(chan struct{}), pending: map[int64]*call{}, subs: map[string]*Subscription{}}
+	c.Caller = c
 	c.wg.Go(c.read)
 	return c
 }
@@ -223,76 +224,10 @@ func (c *Client) forget(id int64) {
 
 var _ api.Service = (*Client)(nil)
 
-// request sends op with p and returns its result.
-func request[R any](ctx context.Context, c *Client, op string, p any) (R, error) {
-	var r R
-	err := c.do(ctx, op, p, &r)
-	return r, err
-}
-
-// Run implements api.Service.
-func (c *Client) Run(ctx context.Context, p api.RunParams) (*runs.Started, error) {
-	return request[*runs.Started](ctx, c, "run", p)
-}
-
-// Check implements api.Service.
-func (c *Client) Check(ctx context.Context, p api.RunParams) (*api.CheckResult, error) {
-	return request[*api.CheckResult](ctx, c, "check", p)
-}
-
-// Get implements api.Service.
-func (c *Client) Get(ctx context.Context, p api.GetParams) (*api.GetResult, error) {
-	return request[*api.GetResult](ctx, c, "get", p)
-}
-
-// List implements api.Service.
-func (c *Client) List(ctx context.Context, p api.ListParams) (*api.RunsResult, error) {
-	return request[*api.RunsResult](ctx, c, "list", p)
-}
-
-// Sessions implements api.Service.
-func (c *Client) Sessions(ctx context.Context, p api.SessionsParams) (*api.SessionsResult, error) {
-	return request[*api.SessionsResult](ctx, c, "sessions", p)
-}
-
-// Events implements api.Service.
-func (c *Client) Events(ctx context.Context, p api.EventsParams) (*api.EventsResult, error) {
-	return request[*api.EventsResult](ctx, c, "events", p)
-}
-
-// Await implements api.Service. Cancelling ctx stops waiting, not the runs.
-func (c *Client) Await(ctx context.Context, p api.AwaitParams) (*api.RunsResult, error) {
-	return request[*api.RunsResult](ctx, c, "await", p)
-}
-
-// Cancel implements api.Service.
-func (c *Client) Cancel(ctx context.Context, p api.RunIDParams) (struct{}, error) {
-	return request[struct{}](ctx, c, "cancel", p)
-}
-
-// Respond implements api.Service.
-func (c *Client) Respond(ctx context.Context, p api.RespondParams) (struct{}, error) {
-	return request[struct{}](ctx, c, "respond", p)
-}
-
-// Steer implements api.Service.
-func (c *Client) Steer(ctx context.Context, p api.SteerParams) (struct{}, error) {
-	return request[struct{}](ctx, c, "steer", p)
-}
-
-// Interrupt implements api.Service.
-func (c *Client) Interrupt(ctx context.Context, p api.InterruptParams) (struct{}, error) {
-	return request[struct{}](ctx, c, "interrupt", p)
-}
-
-// Agents implements api.Service.
-func (c *Client) Agents(ctx context.Context, p api.AgentsParams) (*api.AgentsResult, error) {
-	return request[*api.AgentsResult](ctx, c, "agents", p)
-}
-
-// Info implements api.Service.
-func (c *Client) Info(ctx context.Context, p api.InfoParams) (*api.Info, error) {
-	return request[*api.Info](ctx, c, "info", p)
+// Call sends op with params and decodes its result into result: the
+// service's request/response operations go through it (api.Remote).
+func (c *Client) Call(ctx context.Context, op string, params, result any) error {
+	return c.do(ctx, op, params, result)
 }
 
 // Follow implements api.Service with a subscription to p.Runs: the

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"iter"
 	"maps"
 	"slices"
 	"strconv"
@@ -14,7 +13,6 @@ import (
 
 	"github.com/drover-run/drover/api"
 	"github.com/drover-run/drover/runs"
-	"github.com/drover-run/drover/store"
 )
 
 // Conn is one JSON-lines connection over a Server, whatever carries the
@@ -431,7 +429,7 @@ func (c *Conn) unsubscribe(_ context.Context, params []byte) (any, error) {
 func (c *Conn) follow(sub *subscription, runID string, after int64) {
 	for {
 		lagged, failed := false, false
-		for ev, err := range events(c.svc.Follow(sub.ctx, api.FollowParams{Runs: []string{runID}, AfterSeq: after})) {
+		for ev, err := range runs.Flatten(c.svc.Follow(sub.ctx, api.FollowParams{Runs: []string{runID}, AfterSeq: after})) {
 			if err != nil {
 				if sub.ctx.Err() == nil {
 					c.s.log.Warn("subscription: ledger read failed; retrying", "subscription", sub.id, "run", runID, "after", after, "err", err)
@@ -545,23 +543,6 @@ func (c *Conn) followLog(sub *subscription, cursor int64) {
 		case c.out <- eventLine(sub.id, 0, note):
 		case <-sub.ctx.Done():
 			return
-		}
-	}
-}
-
-// events flattens batches.
-func events(batches iter.Seq2[[]store.Event, error]) iter.Seq2[store.Event, error] {
-	return func(yield func(store.Event, error) bool) {
-		for evs, err := range batches {
-			if err != nil {
-				yield(store.Event{}, err)
-				return
-			}
-			for _, ev := range evs {
-				if !yield(ev, nil) {
-					return
-				}
-			}
 		}
 	}
 }

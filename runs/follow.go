@@ -58,7 +58,7 @@ func (s *Supervisor) Await(ctx context.Context, ids ...string) ([]*store.Run, er
 // run: it reads what was already persisted (for a run this process owns,
 // the latest of it from memory: see tail).
 func (s *Supervisor) Follow(ctx context.Context, id string, afterSeq int64) iter.Seq2[store.Event, error] {
-	return flatten(s.FollowBatches(ctx, id, afterSeq))
+	return Flatten(s.FollowBatches(ctx, id, afterSeq))
 }
 
 // FollowBatches is Follow by batches: each yield is the events that became
@@ -154,8 +154,9 @@ func (s *Supervisor) FollowBatches(ctx context.Context, id string, afterSeq int6
 	}
 }
 
-// flatten yields the events of batches one by one.
-func flatten(batches iter.Seq2[[]store.Event, error]) iter.Seq2[store.Event, error] {
+// Flatten yields the events of batches (FollowBatches, api.Service's
+// Follow) one by one; an error is yielded last.
+func Flatten(batches iter.Seq2[[]store.Event, error]) iter.Seq2[store.Event, error] {
 	return func(yield func(store.Event, error) bool) {
 		for evs, err := range batches {
 			if err != nil {
@@ -179,7 +180,7 @@ func flatten(batches iter.Seq2[[]store.Event, error]) iter.Seq2[store.Event, err
 // last; a cancelled ctx ends it silently). Its goroutines are owned by the
 // iteration: breaking out stops and waits for them.
 func (s *Supervisor) FollowMany(ctx context.Context, ids ...string) iter.Seq2[store.Event, error] {
-	return flatten(s.FollowManyBatches(ctx, 0, ids...))
+	return Flatten(s.FollowManyBatches(ctx, 0, ids...))
 }
 
 // FollowManyBatches is FollowMany by batches, each run from afterSeq: each

@@ -18,7 +18,6 @@ import (
 
 	"github.com/drover-run/drover"
 	"github.com/drover-run/drover/api"
-	"github.com/drover-run/drover/runs"
 	"github.com/drover-run/drover/store"
 )
 
@@ -29,9 +28,10 @@ import (
 // version of the API is an error of its own (see Connect). It is safe for
 // concurrent use.
 type Client struct {
-	base  *url.URL
-	token string
-	hc    *http.Client
+	api.Remote // the service's operations, through Call
+	base       *url.URL
+	token      string
+	hc         *http.Client
 
 	once    sync.Once
 	infoErr error
@@ -46,7 +46,9 @@ func NewClient(baseURL, token string) (*Client, error) {
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, fmt.Errorf("server %q: want a URL such as http://127.0.0.1:8765", baseURL)
 	}
-	return &Client{base: u, token: token, hc: &http.Client{}}, nil
+	c := &Client{base: u, token: token, hc: &http.Client{}}
+	c.Caller = c
+	return c, nil
 }
 
 // Connect checks, once, that the server answers, takes the token and
@@ -155,19 +157,20 @@ func (c *Client) errorOf(resp *http.Response, data []byte) error {
 	return api.Errorf(code, "%s %s: %s", resp.Request.Method, resp.Request.URL.Path, resp.Status)
 }
 
-// call performs op with params p, decoding its result into a new R.
-func call[R any](ctx context.Context, c *Client, name string, p any) (R, error) {
-	var r R
+// Call performs the op named name with params p at its route, decoding
+// its result into result: the service's request/response operations go
+// through it (api.Remote). The first call checks the server (Connect).
+func (c *Client) Call(ctx context.Context, name string, p, result any) error {
 	if err := c.Connect(ctx); err != nil {
-		return r, err
+		return err
 	}
 	op, ok := api.Lookup(name)
 	if !ok {
-		return r, api.Errorf(api.CodeInvalidRequest, "unknown op %q", name)
+		return api.Errorf(api.CodeInvalidRequest, "unknown op %q", name)
 	}
 	method, path, err := route(op, p)
 	if err != nil {
-		return r, err
+		return err
 	}
 	var body any
 	wildcards := wildcardsOf(path)
@@ -181,21 +184,21 @@ func call[R any](ctx context.Context, c *Client, name string, p any) (R, error) 
 	}
 	sh, shaped := shapes[name]
 	if !shaped || sh.read == nil {
-		return r, c.do(ctx, method, path, body, &r)
+		return c.do(ctx, method, path, body, result)
 	}
 	resp, err := c.send(ctx, method, path, body, "")
 	if err != nil {
-		return r, err
+		return err
 	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(resp.Body)
 	if err != nil {
-		return r, c.unreachable(err)
+		return c.unreachable(err)
 	}
 	if resp.StatusCode/100 != 2 {
-		return r, c.errorOf(resp, data)
+		return c.errorOf(resp, data)
 	}
-	return r, sh.read(resp.Header, data, &r)
+	return sh.read(resp.Header, data, result)
 }
 
 // route picks the route of op whose wildcards p fills: "GET",
@@ -222,36 +225,6 @@ func fillWildcards(path string, p any) string {
 	return path
 }
 
-// Run implements api.Service.
-func (c *Client) Run(ctx context.Context, p api.RunParams) (*runs.Started, error) {
-	return call[*runs.Started](ctx, c, "run", p)
-}
-
-// Check implements api.Service.
-func (c *Client) Check(ctx context.Context, p api.RunParams) (*api.CheckResult, error) {
-	return call[*api.CheckResult](ctx, c, "check", p)
-}
-
-// Get implements api.Service.
-func (c *Client) Get(ctx context.Context, p api.GetParams) (*api.GetResult, error) {
-	return call[*api.GetResult](ctx, c, "get", p)
-}
-
-// List implements api.Service.
-func (c *Client) List(ctx context.Context, p api.ListParams) (*api.RunsResult, error) {
-	return call[*api.RunsResult](ctx, c, "list", p)
-}
-
-// Sessions implements api.Service.
-func (c *Client) Sessions(ctx context.Context, p api.SessionsParams) (*api.SessionsResult, error) {
-	return call[*api.SessionsResult](ctx, c, "sessions", p)
-}
-
-// Events implements api.Service.
-func (c *Client) Events(ctx context.Context, p api.EventsParams) (*api.EventsResult, error) {
-	return call[*api.EventsResult](ctx, c, "events", p)
-}
-
 // Await implements api.Service: the server waits for one run per request,
 // so several are awaited in turn.
 func (c *Client) Await(ctx context.Context, p api.AwaitParams) (*api.RunsResult, error) {
@@ -264,43 +237,13 @@ func (c *Client) Await(ctx context.Context, p api.AwaitParams) (*api.RunsResult,
 	}
 	out := &api.RunsResult{Runs: []store.Run{}}
 	for _, id := range ids {
-		r, err := call[*api.RunsResult](ctx, c, "await", api.AwaitParams{RunID: id})
+		r, err := c.Remote.Await(ctx, api.AwaitParams{RunID: id})
 		if err != nil {
 			return nil, err
 		}
 		out.Runs = append(out.Runs, r.Runs...)
 	}
 	return out, nil
-}
-
-// Cancel implements api.Service.
-func (c *Client) Cancel(ctx context.Context, p api.RunIDParams) (struct{}, error) {
-	return call[struct{}](ctx, c, "cancel", p)
-}
-
-// Respond implements api.Service.
-func (c *Client) Respond(ctx context.Context, p api.RespondParams) (struct{}, error) {
-	return call[struct{}](ctx, c, "respond", p)
-}
-
-// Steer implements api.Service.
-func (c *Client) Steer(ctx context.Context, p api.SteerParams) (struct{}, error) {
-	return call[struct{}](ctx, c, "steer", p)
-}
-
-// Interrupt implements api.Service.
-func (c *Client) Interrupt(ctx context.Context, p api.InterruptParams) (struct{}, error) {
-	return call[struct{}](ctx, c, "interrupt", p)
-}
-
-// Agents implements api.Service: the server's agents, on its machine.
-func (c *Client) Agents(ctx context.Context, p api.AgentsParams) (*api.AgentsResult, error) {
-	return call[*api.AgentsResult](ctx, c, "agents", p)
-}
-
-// Info implements api.Service.
-func (c *Client) Info(ctx context.Context, p api.InfoParams) (*api.Info, error) {
-	return call[*api.Info](ctx, c, "info", p)
 }
 
 // streamRetries is how many times in a row a stream whose connection
