@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"iter"
 	"os"
 	"path/filepath"
 	"slices"
@@ -70,20 +69,13 @@ func agents(s *seen) []drover.Adapter {
 			<-ctx.Done()
 		}
 	}}
-	return []drover.Adapter{echo, fail, hang, panicky{}}
+	return []drover.Adapter{echo, fail, hang, panicky}
 }
 
 // panicky is an agent whose availability check panics.
-type panicky struct{}
-
-func (panicky) ID() string                        { return "panicky" }
-func (panicky) Capabilities() drover.Capabilities { return drover.Capabilities{Tiers: drover.Tiers()} }
-func (panicky) Available(context.Context) drover.Availability {
-	panic("availability exploded")
-}
-func (panicky) Run(context.Context, drover.Request) iter.Seq2[drover.Event, error] {
-	return func(func(drover.Event, error) bool) {}
-}
+var panicky = &agenttest.Agent{Name: "panicky", Caps: &drover.Capabilities{Tiers: drover.Tiers()},
+	Fn:           func(context.Context, drover.Request, func(drover.Event, error) bool) {},
+	Availability: func(context.Context) drover.Availability { panic("availability exploded") }}
 
 // ledger is one SQLite ledger file shared by supervisors.
 type ledger struct {

@@ -21,6 +21,8 @@ type Agent struct {
 	// Fn is its run: it yields the run's events (stamped with Name when
 	// they name no agent).
 	Fn func(ctx context.Context, req drover.Request, yield func(drover.Event, error) bool)
+	// Availability, when set, is its Available; nil reports it installed.
+	Availability func(context.Context) drover.Availability
 
 	// Calls counts the runs it was asked for. Returned says that a run's
 	// iterator has returned, Stopped that a run saw its consumer stop (a
@@ -44,8 +46,11 @@ func (a *Agent) Capabilities() drover.Capabilities {
 	return drover.Capabilities{Tiers: drover.Tiers(), Resume: true, Fork: true}
 }
 
-// Available reports it installed.
-func (a *Agent) Available(context.Context) drover.Availability {
+// Available is Availability's answer, else installed.
+func (a *Agent) Available(ctx context.Context) drover.Availability {
+	if a.Availability != nil {
+		return a.Availability(ctx)
+	}
 	return drover.Availability{Installed: true}
 }
 
