@@ -53,7 +53,9 @@ func TestAPI2_ClientIsTheService(t *testing.T) {
 		return s.List(ctx, api.ListParams{Agent: "quick", Status: []store.RunStatus{store.StatusCompleted}, Limit: 5})
 	})
 	both("sessions", func(s api.Service) (any, error) { return s.Sessions(ctx, api.SessionsParams{Limit: 5}) })
-	both("events", func(s api.Service) (any, error) { return s.Events(ctx, api.EventsParams{RunID: id, AfterSeq: 1, Limit: 2}) })
+	both("events", func(s api.Service) (any, error) {
+		return s.Events(ctx, api.EventsParams{RunID: id, AfterSeq: 1, Limit: 2})
+	})
 	both("await", func(s api.Service) (any, error) { return s.Await(ctx, api.AwaitParams{RunID: id}) })
 	both("cancel an ended run", func(s api.Service) (any, error) { return s.Cancel(ctx, api.RunIDParams{RunID: id}) })
 	both("steer an ended run", func(s api.Service) (any, error) { return s.Steer(ctx, api.SteerParams{RunID: id, Message: "x"}) })
