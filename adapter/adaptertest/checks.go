@@ -50,12 +50,15 @@ func Locate(t *testing.T, a Locator, binaryEnv string) {
 
 // Pinned checks a against the vendor CLI command pinned in e2e (installed
 // by scripts/install-clis): installed, of version, and marked tested
-// (ADP-4). It skips when the pinned CLI is not installed, and sets
-// binaryEnv for t.
+// (ADP-4). It skips when the pinned CLI is not installed (fails under
+// DROVER_E2E=1, as scripts/test installs it), and sets binaryEnv for t.
 func Pinned(t *testing.T, a drover.Adapter, binaryEnv, command, version string) {
 	t.Helper()
 	bin := filepath.Join(moduleRoot(t), "e2e", "node_modules", ".bin", command)
 	if _, err := os.Stat(bin); err != nil {
+		if os.Getenv("DROVER_E2E") == "1" {
+			t.Fatalf("pinned %s not installed (scripts/install-clis; DROVER_E2E=1: not skipped)", command)
+		}
 		t.Skipf("pinned %s not installed (scripts/install-clis)", command)
 	}
 	t.Setenv(binaryEnv, bin)
