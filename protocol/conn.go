@@ -5,11 +5,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"iter"
 	"strconv"
 	"sync"
 	"time"
 
 	"github.com/drover-run/drover/runs"
+	"github.com/drover-run/drover/store"
 )
 
 // Conn is one JSON-lines connection over a Server, whatever carries the
@@ -363,11 +365,20 @@ func (c *Conn) subscribe(ctx context.Context, params []byte) (any, error) {
 			return nil, toError(err)
 		}
 	}
+	subCtx, cancel := context.WithCancel(c.ctx)
+	var log iter.Seq2[store.Event, error]
+	if p.All {
+		// Taken before the response: from live, FollowLog reads where the
+		// log is and which runs are live when called, so every run the
+		// client starts once it has the response is followed, however
+		// late the subscription's goroutine runs.
+		log = c.s.sup.FollowLog(subCtx, from)
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.nextSub++
 	sub := &subscription{id: "sub_" + strconv.Itoa(c.nextSub), ready: make(chan struct{}), done: make(chan struct{})}
-	sub.ctx, sub.cancel = context.WithCancel(c.ctx)
+	sub.ctx, sub.cancel = subCtx, cancel
 	c.subs[sub.id] = sub
 	// The subscription's goroutine is counted in c.work, so Shutdown waits
 	// for it before ending the output; it waits for its followers in turn.
@@ -383,7 +394,7 @@ func (c *Conn) subscribe(ctx context.Context, params []byte) (any, error) {
 			return
 		}
 		if p.All {
-			c.followLog(sub, from)
+			c.followLog(sub, from, log)
 			return
 		}
 		var followers sync.WaitGroup
@@ -475,17 +486,20 @@ func (c *Conn) follow(sub *subscription, runID string, after int64) {
 	}
 }
 
-// followLog sends the ledger's log of all runs (runs.Supervisor.FollowLog)
-// from cursor into the queue, each tailed event with its cursor. Catch-up
-// events and the synced notice have no cursor to resume from, so they wait
-// for room; a tailed event that finds the queue full pauses the
-// subscription, which sends a lagged notice once there is room and
-// resumes from the ledger after the last cursor sent: no gap, no
-// duplicate, and no run held up.
-func (c *Conn) followLog(sub *subscription, cursor int64) {
-	for {
+// followLog sends the ledger's log of all runs (log, then
+// runs.Supervisor.FollowLog from cursor when it resumes) into the queue,
+// each tailed event with its cursor. Catch-up events and the synced
+// notice have no cursor to resume from, so they wait for room; a tailed
+// event that finds the queue full pauses the subscription, which sends a
+// lagged notice once there is room and resumes from the ledger after the
+// last cursor sent: no gap, no duplicate, and no run held up.
+func (c *Conn) followLog(sub *subscription, cursor int64, log iter.Seq2[store.Event, error]) {
+	for ; ; log = nil {
+		if log == nil {
+			log = c.s.sup.FollowLog(sub.ctx, cursor)
+		}
 		lagged, failed := false, false
-		for ev, err := range c.s.sup.FollowLog(sub.ctx, cursor) {
+		for ev, err := range log {
 			if err != nil {
 				if sub.ctx.Err() == nil {
 					c.s.log.Warn("subscription: ledger read failed; retrying", "subscription", sub.id, "after", cursor, "err", err)
