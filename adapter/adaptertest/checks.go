@@ -20,9 +20,9 @@ type Locator interface {
 
 // Locate checks how a finds its CLI (ADP-1, ADP-4): with nothing on PATH and
 // binaryEnv unset, Available reports it not installed naming binaryEnv, and
-// Run fails with AGENT_NOT_INSTALLED before anything starts; binaryEnv
-// overrides PATH, and Options.Binary overrides both. It sets PATH and
-// binaryEnv for t, so t must not be parallel.
+// Run yields exactly one error, AGENT_NOT_INSTALLED, before anything
+// starts; binaryEnv overrides PATH, and Options.Binary overrides both. It
+// sets PATH and binaryEnv for t, so t must not be parallel.
 func Locate(t *testing.T, a Locator, binaryEnv string) {
 	t.Helper()
 	t.Setenv("PATH", t.TempDir())
@@ -30,10 +30,15 @@ func Locate(t *testing.T, a Locator, binaryEnv string) {
 	if av := a.Available(context.Background()); av.Installed || !strings.Contains(av.Error, binaryEnv) {
 		t.Fatalf("availability %+v", av)
 	}
-	for _, err := range a.Run(context.Background(), drover.Request{Prompt: "x"}) {
+	n := 0
+	for ev, err := range a.Run(context.Background(), drover.Request{Prompt: "x"}) {
+		n++
 		if drover.CodeOf(err, "") != drover.CodeNotInstalled {
-			t.Fatalf("err %v, want AGENT_NOT_INSTALLED", err)
+			t.Fatalf("Run yielded %+v, err %v; want AGENT_NOT_INSTALLED", ev, err)
 		}
+	}
+	if n != 1 {
+		t.Fatalf("Run yielded %d times without the CLI, want once: AGENT_NOT_INSTALLED", n)
 	}
 	bin := filepath.Join(t.TempDir(), "cli")
 	if err := os.WriteFile(bin, []byte("#!/bin/sh\n"), 0o755); err != nil {
