@@ -91,6 +91,10 @@ type Service interface {
 	// (runs.Supervisor.FollowLog): after p.AfterCursor, or, without it,
 	// the runs live now from their first event, a marker (an Event with
 	// no RunID whose Cursor is where the log continues), then the log.
+	// On Local, "now" is when FollowAll is called, not when the iteration
+	// begins, so a face that calls it before answering its client follows
+	// every run the client starts after the answer; the clients of a
+	// remote service start where the log is when the iteration begins.
 	FollowAll(ctx context.Context, p FollowAllParams) iter.Seq2[store.Event, error]
 	// WatchRuns yields the newest p.Limit runs and the live ones, oldest
 	// first, then, each time run records change, the records that did: a

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"iter"
 	"maps"
 	"slices"
 	"strconv"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/drover-run/drover/api"
 	"github.com/drover-run/drover/runs"
+	"github.com/drover-run/drover/store"
 )
 
 // Conn is one JSON-lines connection over a Server, whatever carries the
@@ -362,11 +364,20 @@ func (c *Conn) subscribe(ctx context.Context, params []byte) (any, error) {
 	if p.All && c.confined {
 		return nil, errorf(api.CodeValidation, "a client inside a run follows runs, not all")
 	}
+	subCtx, cancel := context.WithCancel(c.ctx)
+	var log iter.Seq2[store.Event, error]
+	if p.All {
+		// Taken before the response: from live, FollowAll takes where the
+		// log is and which runs are live when called, so every run the
+		// client starts once it has the response is followed, however
+		// late the subscription's goroutine runs.
+		log = c.followAll(subCtx, from)
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.nextSub++
 	sub := &subscription{id: "sub_" + strconv.Itoa(c.nextSub), ready: make(chan struct{}), done: make(chan struct{})}
-	sub.ctx, sub.cancel = context.WithCancel(c.ctx)
+	sub.ctx, sub.cancel = subCtx, cancel
 	c.subs[sub.id] = sub
 	// The subscription's goroutine is counted in c.work, so Shutdown waits
 	// for it before ending the output; it waits for its followers in turn.
@@ -382,7 +393,7 @@ func (c *Conn) subscribe(ctx context.Context, params []byte) (any, error) {
 			return
 		}
 		if p.All {
-			c.followLog(sub, from)
+			c.followLog(sub, from, log)
 			return
 		}
 		var followers sync.WaitGroup
@@ -474,21 +485,30 @@ func (c *Conn) follow(sub *subscription, runID string, after int64) {
 	}
 }
 
-// followLog sends the ledger's log of all runs (runs.Supervisor.FollowLog)
-// from cursor into the queue, each tailed event with its cursor. Catch-up
-// events and the synced notice have no cursor to resume from, so they wait
-// for room; a tailed event that finds the queue full pauses the
-// subscription, which sends a lagged notice once there is room and
-// resumes from the ledger after the last cursor sent: no gap, no
-// duplicate, and no run held up.
-func (c *Conn) followLog(sub *subscription, cursor int64) {
-	for {
-		lagged, failed := false, false
-		var from *int64
-		if cursor >= 0 {
-			from = &cursor
+// followAll is the service's log of all runs from cursor, or from the runs
+// live now when cursor is runs.FromLive.
+func (c *Conn) followAll(ctx context.Context, cursor int64) iter.Seq2[store.Event, error] {
+	var from *int64
+	if cursor >= 0 {
+		from = &cursor
+	}
+	return c.svc.FollowAll(ctx, api.FollowAllParams{AfterCursor: from})
+}
+
+// followLog sends the ledger's log of all runs (log, then
+// api.Service.FollowAll from cursor when it resumes) into the queue,
+// each tailed event with its cursor. Catch-up events and the synced
+// notice have no cursor to resume from, so they wait for room; a tailed
+// event that finds the queue full pauses the subscription, which sends a
+// lagged notice once there is room and resumes from the ledger after the
+// last cursor sent: no gap, no duplicate, and no run held up.
+func (c *Conn) followLog(sub *subscription, cursor int64, log iter.Seq2[store.Event, error]) {
+	for ; ; log = nil {
+		if log == nil {
+			log = c.followAll(sub.ctx, cursor)
 		}
-		for ev, err := range c.svc.FollowAll(sub.ctx, api.FollowAllParams{AfterCursor: from}) {
+		lagged, failed := false, false
+		for ev, err := range log {
 			if err != nil {
 				if sub.ctx.Err() == nil {
 					c.s.log.Warn("subscription: ledger read failed; retrying", "subscription", sub.id, "after", cursor, "err", err)

@@ -334,13 +334,15 @@ func TestPRO1_SubscribeAllResume(t *testing.T) {
 	w.call("2", `{"id":2,"op":"run","agent":"quick","prompt":"3"}`, &a)
 	got := map[string]bool{}
 	var cursor int64
-	for len(got) < 2 {
+	// A client resumes from the synced notice's cursor or a tailed line's:
+	// events of the catch-up (the run may have started before the
+	// subscription listed the live runs) carry none, so until the notice
+	// it has no cursor that covers them.
+	synced := false
+	for len(got) < 2 || !synced {
 		l := w.nextEvent()
-		// A client resumes from the synced notice's cursor or a tailed
-		// line's: events of the catch-up (the run may have started before
-		// the subscription listed the live runs) carry none.
 		if sy, ok := isSynced(l); ok {
-			cursor = sy.Cursor
+			cursor, synced = sy.Cursor, true
 			continue
 		}
 		ev := ues(t, l)

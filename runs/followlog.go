@@ -24,28 +24,34 @@ const FromLive = -1
 // the log continues (resume from it); then the log. There, a run met part
 // way (it started or ended while following began, so the catch-up missed
 // it) first gets its earlier events, also with Cursor 0: every run is seen
-// from its first event.
+// from its first event. "Now" is when FollowLog is called, not when the
+// iteration begins: it reads the log's position and the live runs before
+// it returns, so a run started after it returns is seen, however late the
+// iteration begins (a failed read is yielded when it does).
 //
 // Events of this supervisor's runs are seen at once (EventsRecorded),
 // those of other processes sharing the ledger at once on a ledger that
 // notifies (PostgreSQL, runs/notify.go), else within Poll.
 func (s *Supervisor) FollowLog(ctx context.Context, cursor int64) iter.Seq2[store.Event, error] {
+	fromLive := cursor < 0
+	var live []store.Run
+	var startErr error
+	if fromLive {
+		// The cursor is read before the live runs are listed: a run
+		// that starts in between has all its events after it.
+		cursor, startErr = s.st.LastCursor(ctx)
+		if startErr == nil {
+			live, startErr = s.st.ListRuns(ctx, store.RunFilter{Status: []store.RunStatus{store.StatusPending, store.StatusRunning}})
+		}
+	}
 	return func(yield func(store.Event, error) bool) {
+		cursor := cursor
 		var known map[string]bool // with FromLive: runs already caught up
-		if cursor < 0 {
-			// The cursor is read before the live runs are listed: a run
-			// that starts in between has all its events after it.
-			c, err := s.st.LastCursor(ctx)
-			if err != nil {
-				yield(store.Event{}, err)
+		if fromLive {
+			if startErr != nil {
+				yield(store.Event{}, startErr)
 				return
 			}
-			live, err := s.st.ListRuns(ctx, store.RunFilter{Status: []store.RunStatus{store.StatusPending, store.StatusRunning}})
-			if err != nil {
-				yield(store.Event{}, err)
-				return
-			}
-			cursor = c
 			slices.SortStableFunc(live, func(a, b store.Run) int { return a.CreatedAt.Compare(b.CreatedAt) })
 			known = make(map[string]bool, len(live))
 			for _, r := range live {

@@ -2,6 +2,8 @@ package runs_test
 
 import (
 	"context"
+	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -50,6 +52,39 @@ func TestFollowLog(t *testing.T) {
 		if ev := next(t); ev.Cursor != want {
 			t.Fatalf("resumed: %+v, want cursor %d", ev, want)
 		}
+	}
+}
+
+// LED-2, PRO-1: FollowLog from the live runs starts where the log is when
+// it is called, not when its iteration begins: a run that starts and ends
+// in between (a subscription answered, then scheduled late) is yielded
+// whole after the marker, before a run started later.
+func TestLED2_FollowLogFromLiveStartsWhenCalled(t *testing.T) {
+	f := newFixture(t, runs.Config{Poll: time.Hour}, quick(2))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	log := f.sup.FollowLog(ctx, runs.FromLive)
+	q := f.start(t, runs.StartRequest{Agent: "quick", Prompt: "q"})
+	f.await(t, q)
+	var r string // started once the iteration is under way
+	var got []string
+	for ev, err := range log {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ev.RunID == "" {
+			got = append(got, "marker")
+			r = f.start(t, runs.StartRequest{Agent: "quick", Prompt: "r"})
+			continue
+		}
+		got = append(got, fmt.Sprintf("%s/%d", ev.RunID, ev.Seq))
+		if ev.RunID == r && ev.Seq == 3 {
+			break
+		}
+	}
+	want := []string{"marker", q + "/1", q + "/2", q + "/3", r + "/1", r + "/2", r + "/3"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("yielded %v, want %v", got, want)
 	}
 }
 

@@ -214,11 +214,24 @@ func (s *Server) handleStreamAll(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := s.requestContext(r.Context())
 	defer cancel()
+	// The log's starting point is taken before the headers go out
+	// (FollowAll takes it when called): a run the client starts once it
+	// sees the response is followed, however late the pump's producer
+	// runs. Its context ends with the pump's, which waits for the producer.
+	logCtx, stopLog := context.WithCancel(ctx)
+	defer stopLog()
+	log := s.svc.FollowAll(logCtx, api.FollowAllParams{AfterCursor: from})
 	st := startStream(w)
 	pump(s, ctx, st, func(ctx context.Context, out chan<- store.Event) {
+		context.AfterFunc(ctx, stopLog)
 		retrying(s, ctx, "all", out, func() iter.Seq2[store.Event, error] {
+			if log == nil {
+				log = s.svc.FollowAll(logCtx, api.FollowAllParams{AfterCursor: from})
+			}
+			again := log
+			log = nil
 			return func(yield func(store.Event, error) bool) {
-				for ev, err := range s.svc.FollowAll(ctx, api.FollowAllParams{AfterCursor: from}) {
+				for ev, err := range again {
 					if err == nil && (ev.RunID == "" || ev.Cursor > 0) { // the marker, or a tailed event
 						c := ev.Cursor
 						from = &c

@@ -20,9 +20,9 @@ type Locator interface {
 
 // Locate checks how a finds its CLI (ADP-1, ADP-4): with nothing on PATH and
 // binaryEnv unset, Available reports it not installed naming binaryEnv, and
-// Run fails with AGENT_NOT_INSTALLED before anything starts; binaryEnv
-// overrides PATH, and Options.Binary overrides both. It sets PATH and
-// binaryEnv for t, so t must not be parallel.
+// Run yields exactly one error, AGENT_NOT_INSTALLED, before anything
+// starts; binaryEnv overrides PATH, and Options.Binary overrides both. It
+// sets PATH and binaryEnv for t, so t must not be parallel.
 func Locate(t *testing.T, a Locator, binaryEnv string) {
 	t.Helper()
 	t.Setenv("PATH", t.TempDir())
@@ -30,10 +30,15 @@ func Locate(t *testing.T, a Locator, binaryEnv string) {
 	if av := a.Available(context.Background()); av.Installed || !strings.Contains(av.Error, binaryEnv) {
 		t.Fatalf("availability %+v", av)
 	}
-	for _, err := range a.Run(context.Background(), drover.Request{Prompt: "x"}) {
+	n := 0
+	for ev, err := range a.Run(context.Background(), drover.Request{Prompt: "x"}) {
+		n++
 		if drover.CodeOf(err, "") != drover.CodeNotInstalled {
-			t.Fatalf("err %v, want AGENT_NOT_INSTALLED", err)
+			t.Fatalf("Run yielded %+v, err %v; want AGENT_NOT_INSTALLED", ev, err)
 		}
+	}
+	if n != 1 {
+		t.Fatalf("Run yielded %d times without the CLI, want once: AGENT_NOT_INSTALLED", n)
 	}
 	bin := filepath.Join(t.TempDir(), "cli")
 	if err := os.WriteFile(bin, []byte("#!/bin/sh\n"), 0o755); err != nil {
@@ -50,12 +55,15 @@ func Locate(t *testing.T, a Locator, binaryEnv string) {
 
 // Pinned checks a against the vendor CLI command pinned in e2e (installed
 // by scripts/install-clis): installed, of version, and marked tested
-// (ADP-4). It skips when the pinned CLI is not installed, and sets
-// binaryEnv for t.
+// (ADP-4). It skips when the pinned CLI is not installed (fails under
+// DROVER_E2E=1, as scripts/test installs it), and sets binaryEnv for t.
 func Pinned(t *testing.T, a drover.Adapter, binaryEnv, command, version string) {
 	t.Helper()
 	bin := filepath.Join(moduleRoot(t), "e2e", "node_modules", ".bin", command)
 	if _, err := os.Stat(bin); err != nil {
+		if os.Getenv("DROVER_E2E") == "1" {
+			t.Fatalf("pinned %s not installed (scripts/install-clis; DROVER_E2E=1: not skipped)", command)
+		}
 		t.Skipf("pinned %s not installed (scripts/install-clis)", command)
 	}
 	t.Setenv(binaryEnv, bin)

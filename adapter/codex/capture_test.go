@@ -18,6 +18,7 @@ import (
 	"github.com/drover-run/drover/engine"
 	"github.com/drover-run/drover/fakemodel"
 	"github.com/drover-run/drover/internal/runner"
+	"github.com/drover-run/drover/internal/testkit/mcptest"
 )
 
 // TestCaptureAppServer re-captures the live (app-server) cases in
@@ -44,7 +45,10 @@ func TestCaptureAppServer(t *testing.T) {
 	defer srv.Close()
 	defer fm.Close() // first: ends the scripted delays still running
 	url := srv.URL
-	mcp := []string{"-c", `mcp_servers.echo={command="python3",args=["/work/shared/vendors/fake-servers/mcp_echo.py"]}`}
+	// The repository's own MCP server (its stdio program), built here;
+	// the captures name it "mcpprobe".
+	probe := mcptest.Build(t)
+	mcp := []string{"-c", fmt.Sprintf(`mcp_servers.mcptest={command=%q}`, probe)}
 	allow := &drover.PermissionDecision{Behavior: drover.Allow}
 	homes := map[string]string{}
 	threads := map[string]string{}
@@ -76,7 +80,7 @@ func TestCaptureAppServer(t *testing.T) {
 			if c.resumeOf != "" {
 				c.resume = threads[c.resumeOf]
 			}
-			threads[c.name] = c.capture(t, bin, url, home)
+			threads[c.name] = c.capture(t, bin, url, home, probe)
 		})
 	}
 }
@@ -87,7 +91,7 @@ const captureScript = `{"rules":[
  {"name":"twice","match":"^TWICE (.*)$","steps":[{"tools":[{"shell":"$1"}]},{"tools":[{"shell":"$1"}]},{"text":"twice done"}]},
  {"name":"esc","match":"^ESC (.*)$","steps":[{"tools":[{"name":"exec_command","input":{"cmd":"$1","sandbox_permissions":"require_escalated","justification":"it must run outside the sandbox"}}]},{"text":"escalation done"}]},
  {"name":"write","match":"^WRITE (\\S+)$","steps":[{"tools":[{"write":"$1","content":"written by the model\n"}]},{"text":"write done"}]},
- {"name":"mcp","match":"^MCP","steps":[{"tools":[{"name":"mcp__echo.echo","input":{"text":"ping"}}]},{"text":"mcp done"}]},
+ {"name":"mcp","match":"^MCP","steps":[{"tools":[{"name":"mcp__mcptest.lookup","input":{"key":"ping"}}]},{"text":"mcp done"}]},
  {"name":"think","match":"^THINK","steps":[{"thinking":"weighing the options","text":"thought it through"}]},
  {"name":"slow","match":"^SLOW","steps":[{"text":"slow answer","delayMs":4000}]},
  {"name":"stall","match":"^STALL","steps":[{"text":"never seen","delayMs":120000}]},
@@ -133,8 +137,9 @@ type liveStep struct {
 	Input drover.LiveInput `json:"input"`
 }
 
-// capture runs c and writes its files; it returns the thread id.
-func (c liveCapture) capture(t *testing.T, bin, url, home string) string {
+// capture runs c and writes its files; it returns the thread id. probe,
+// the MCP server's binary, is written as "mcpprobe".
+func (c liveCapture) capture(t *testing.T, bin, url, home, probe string) string {
 	ws := filepath.Join(home, "ws")
 	if err := os.MkdirAll(ws, 0o755); err != nil {
 		t.Fatal(err)
@@ -177,7 +182,7 @@ func (c liveCapture) capture(t *testing.T, bin, url, home string) string {
 
 	// The first attempt: a rejected resume is followed by a fresh one.
 	rec := ra.attempts[0]
-	scrub := strings.NewReplacer(filepath.Join(home, ".codex"), "/home/.codex", ws, "/ws", home, "/home",
+	scrub := strings.NewReplacer(probe, "mcpprobe", filepath.Join(home, ".codex"), "/home/.codex", ws, "/ws", home, "/home",
 		url, "http://127.0.0.1:PORT").Replace
 	base := filepath.Join("testdata", TestedVersions, c.name)
 	var stream []byte

@@ -144,8 +144,8 @@ func TestADP2_GoldenSemantics(t *testing.T) {
 		"resume_ok":          {Types: tu, Status: drover.StatusSuccess, ToolState: drover.ToolSuccess, Usage: &drover.Usage{InputTokens: 20, OutputTokens: 10, ToolUses: 1, Turns: i64(2)}},
 		"resume_unknown":     {Rejected: true},
 		"cancel":             {Types: []drover.EventType{"init", "codex:turn_started"}},
-		"mcp_tool":           {Types: tu, Status: drover.StatusSuccess, ToolState: drover.ToolSuccess, ToolName: "mcp__echo__echo"},
-		"mcp_needs_approval": {Types: tu, Status: drover.StatusSuccess, ToolState: drover.ToolDenied, ToolName: "mcp__echo__echo"},
+		"mcp_tool":           {Types: tu, Status: drover.StatusSuccess, ToolState: drover.ToolSuccess, ToolName: "mcp__mcptest__lookup"},
+		"mcp_needs_approval": {Types: tu, Status: drover.StatusSuccess, ToolState: drover.ToolDenied, ToolName: "mcp__mcptest__lookup"},
 		"unknown_model":      {Types: []drover.EventType{"init", "codex:error", "codex:turn_started", "text", "done"}, Status: drover.StatusSuccess},
 
 		// Live runs (codex app-server); asked calls: tool_use, then the
@@ -159,7 +159,7 @@ func TestADP2_GoldenSemantics(t *testing.T) {
 		"live_escalation":          {Types: asked, Status: drover.StatusSuccess, ToolState: drover.ToolSuccess, ToolName: "exec_command"},
 		"live_edit_inside":         {Types: []drover.EventType{"init", "tool_use", "codex:auto_approved", "tool_result", "codex:file_change", "text", "done"}, Status: drover.StatusSuccess, ToolState: drover.ToolSuccess, ToolName: "apply_patch"},
 		"live_edit_outside":        {Types: asked, Status: drover.StatusSuccess, ToolState: drover.ToolSuccess, ToolName: "apply_patch"},
-		"live_mcp_allowed":         {Types: asked, Status: drover.StatusSuccess, ToolState: drover.ToolSuccess, ToolName: "mcp__echo__echo"},
+		"live_mcp_allowed":         {Types: asked, Status: drover.StatusSuccess, ToolState: drover.ToolSuccess, ToolName: "mcp__mcptest__lookup"},
 		"live_dryrun_patch_denied": {Types: []drover.EventType{"init", "text", "tool_use", "tool_result", "done"}, Status: drover.StatusSuccess, ToolState: drover.ToolDenied, ToolName: "apply_patch"},
 		"live_steer":               {Types: []drover.EventType{"init", "codex:turn_started", "drover:steer", "text", "done"}, Status: drover.StatusSuccess, Result: "the steer arrived"},
 		"live_interrupt":           {Types: []drover.EventType{"init", "codex:turn_started", "drover:interrupt", "done"}, Status: drover.StatusInterrupted},

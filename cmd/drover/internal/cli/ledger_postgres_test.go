@@ -69,9 +69,12 @@ func TestLED6_PostgresLedgerThroughCLI(t *testing.T) {
 		t.Fatalf("ps: %d %s %s", code, psOut, stderr)
 	}
 	code, show, stderr := cli(t, "ok", "show", id)
+	if code != ExitOK {
+		t.Fatalf("show: exit %d: %s\n%s", code, stderr, show)
+	}
 	for _, want := range []string{"status    completed", "3 in / 2 out tokens", "[user] say hello", "[assistant] "} {
 		if !strings.Contains(show, want) {
-			t.Errorf("show lacks %q:\n%s (%d %s)", want, show, code, stderr)
+			t.Errorf("show lacks %q:\n%s", want, show)
 		}
 	}
 	if code, out, _ := cli(t, "ok", "wait", id); code != ExitOK || !strings.Contains(out, id+" completed") {

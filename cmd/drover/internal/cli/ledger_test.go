@@ -65,7 +65,10 @@ func TestLED5_RunIsRecordedAndQueryable(t *testing.T) {
 	if len(ps) != 1 || ps[0].ID != id || ps[0].Status != store.StatusCompleted || ps[0].Usage.InputTokens != 3 {
 		t.Fatalf("ps %+v", ps)
 	}
-	code, show, _ := cli(t, "ok", "show", id)
+	code, show, stderr := cli(t, "ok", "show", id)
+	if code != ExitOK {
+		t.Fatalf("show: exit %d: %s\n%s", code, stderr, show)
+	}
 	for _, want := range []string{"status    completed", "3 in / 2 out tokens", "cost      $0.0010", "[user] say hello", "[assistant] hello"} {
 		if !strings.Contains(show, want) {
 			t.Errorf("show lacks %q:\n%s", want, show)
