@@ -11,10 +11,12 @@ import (
 
 const benchEvents = 10000
 
-// benchAdapter yields benchEvents text events, then done.
+// benchAdapter yields benchEvents text events, then done. It takes a tool
+// filter, so that the engine's filter is on the measured path.
 func benchAdapter() *agenttest.Agent {
 	payload := drover.TextPayload{Content: "a typical assistant message of moderate length"}
-	return &agenttest.Agent{Name: "bench", Fn: func(_ context.Context, _ drover.Request, y func(drover.Event, error) bool) {
+	caps := drover.Capabilities{Tiers: drover.Tiers(), AllowedTools: true}
+	return &agenttest.Agent{Name: "bench", Caps: &caps, Fn: func(_ context.Context, _ drover.Request, y func(drover.Event, error) bool) {
 		for range benchEvents {
 			if !y(drover.Event{Type: drover.TypeText, Agent: "bench", Timestamp: 1, Payload: payload}, nil) {
 				return
