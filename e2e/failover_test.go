@@ -484,10 +484,11 @@ func TestSEC3_FailoverProfilesThroughProtocol(t *testing.T) {
 		t.Fatal(err)
 	}
 	seen = append(seen, res)
-	runs, err := awaitIDs(ctx, c, res.RunID)
+	aw, err := c.Await(ctx, api.AwaitParams{Runs: []string{res.RunID}})
 	if err != nil {
 		t.Fatal(err)
 	}
+	runs := aw.Runs
 	seen = append(seen, runs)
 	if runs[0].Status != store.StatusCompleted {
 		t.Fatalf("run %+v\n%s", runs[0], stderr.String())

@@ -6,10 +6,7 @@ import (
 	"testing"
 
 	"github.com/drover-run/drover"
-	"github.com/drover-run/drover/api"
 	"github.com/drover-run/drover/engine"
-	"github.com/drover-run/drover/protocol"
-	"github.com/drover-run/drover/store"
 	"go.uber.org/goleak"
 )
 
@@ -25,19 +22,4 @@ type runOpts struct {
 // start runs agent on prompt with o through an engine over reg.
 func (o runOpts) start(ctx context.Context, reg *drover.Registry, agent, prompt string) (iter.Seq[drover.Event], error) {
 	return engine.New(reg).Start(ctx, engine.Request{Agent: agent, Prompt: prompt, Options: o.Options, Hooks: o.Hooks})
-}
-
-// awaitIDs awaits ids through c.
-func awaitIDs(ctx context.Context, c *protocol.Client, ids ...string) ([]store.Run, error) {
-	r, err := c.Await(ctx, api.AwaitParams{Runs: ids})
-	if err != nil {
-		return nil, err
-	}
-	return r.Runs, nil
-}
-
-// cancelID cancels run id through c.
-func cancelID(ctx context.Context, c *protocol.Client, id string) error {
-	_, err := c.Cancel(ctx, api.RunIDParams{RunID: id})
-	return err
 }

@@ -116,7 +116,7 @@ func TestPRO1_ServeStdioChildProcess(t *testing.T) {
 		seqs[e.RunID] = e.Seq
 		if e.RunID == slow.RunID && e.Type == drover.TypeInit && !cancelled {
 			time.Sleep(500 * time.Millisecond) // let the CLI send its request
-			if err := cancelID(ctx, c, slow.RunID); err != nil {
+			if _, err := c.Cancel(ctx, api.RunIDParams{RunID: slow.RunID}); err != nil {
 				t.Fatal(err)
 			}
 			cancelled = true
@@ -132,10 +132,11 @@ func TestPRO1_ServeStdioChildProcess(t *testing.T) {
 		t.Errorf("slow run done %+v", d)
 	}
 
-	rs, err := awaitIDs(ctx, c, fast.RunID, slow.RunID)
+	aw, err := c.Await(ctx, api.AwaitParams{Runs: []string{fast.RunID, slow.RunID}})
 	if err != nil {
 		t.Fatal(err)
 	}
+	rs := aw.Runs
 	if rs[0].Status != store.StatusCompleted || rs[1].Status != store.StatusFailed || rs[1].Error != store.ReasonCancelled {
 		t.Fatalf("await: %+v / %+v", rs[0], rs[1])
 	}

@@ -4,9 +4,9 @@ import (
 	"context"
 	"fmt"
 	"iter"
-	"sync"
 	"time"
 
+	"github.com/drover-run/drover/internal/fanin"
 	"github.com/drover-run/drover/store"
 )
 
@@ -188,42 +188,16 @@ func (s *Supervisor) FollowMany(ctx context.Context, ids ...string) iter.Seq2[st
 // FollowBatches). Handing batches rather than events from the followers'
 // goroutines to the reader spares a goroutine switch per event.
 func (s *Supervisor) FollowManyBatches(ctx context.Context, afterSeq int64, ids ...string) iter.Seq2[[]store.Event, error] {
+	followers := make([]func(context.Context) iter.Seq2[[]store.Event, error], len(ids))
+	for i, id := range ids {
+		followers[i] = func(ctx context.Context) iter.Seq2[[]store.Event, error] { return s.FollowBatches(ctx, id, afterSeq) }
+	}
 	return func(yield func([]store.Event, error) bool) {
-		ctx, cancel := context.WithCancel(ctx)
-		defer cancel()
-		type item struct {
-			evs []store.Event
-			err error
-		}
-		ch := make(chan item)
-		var wg sync.WaitGroup
-		for _, id := range ids {
-			wg.Go(func() {
-				for evs, err := range s.FollowBatches(ctx, id, afterSeq) {
-					select {
-					case ch <- item{evs, err}:
-					case <-ctx.Done():
-						return
-					}
-					if err != nil {
-						return
-					}
-				}
-			})
-		}
-		// The closer is owned here too: the deferred drain below returns
-		// only once it has closed ch, after every follower ended.
-		go func() { wg.Wait(); close(ch) }()
-		defer func() {
-			cancel()
-			for range ch {
-			}
-		}()
-		for it := range ch {
-			if it.err != nil && ctx.Err() != nil {
+		for evs, err := range fanin.Merge(ctx, followers...) {
+			if err != nil && ctx.Err() != nil {
 				return
 			}
-			if !yield(it.evs, it.err) {
+			if !yield(evs, err) {
 				return
 			}
 		}

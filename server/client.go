@@ -18,6 +18,7 @@ import (
 
 	"github.com/drover-run/drover"
 	"github.com/drover-run/drover/api"
+	"github.com/drover-run/drover/internal/fanin"
 	"github.com/drover-run/drover/store"
 )
 
@@ -86,25 +87,32 @@ const CodeUnreachable = "UNREACHABLE"
 // do sends one request and decodes its JSON answer into out (unless nil):
 // a 2xx answer as out, any other as an *api.Error.
 func (c *Client) do(ctx context.Context, method, path string, body any, out any) error {
-	resp, err := c.send(ctx, method, path, body, "")
-	if err != nil {
+	_, data, err := c.roundTrip(ctx, method, path, body)
+	if err != nil || out == nil {
 		return err
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return c.unreachable(err)
-	}
-	if resp.StatusCode/100 != 2 {
-		return c.errorOf(resp, data)
-	}
-	if out == nil {
-		return nil
 	}
 	if err := json.Unmarshal(data, out); err != nil {
 		return api.Errorf(api.CodeInternal, "decode the answer to %s %s: %v", method, path, err)
 	}
 	return nil
+}
+
+// roundTrip sends one request and reads its whole answer: a 2xx answer's
+// header and body, any other as an *api.Error.
+func (c *Client) roundTrip(ctx context.Context, method, path string, body any) (http.Header, []byte, error) {
+	resp, err := c.send(ctx, method, path, body, "")
+	if err != nil {
+		return nil, nil, err
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, nil, c.unreachable(err)
+	}
+	if resp.StatusCode/100 != 2 {
+		return nil, nil, c.errorOf(resp, data)
+	}
+	return resp.Header, data, nil
 }
 
 // send sends one request; body is JSON-encoded unless nil.
@@ -186,19 +194,11 @@ func (c *Client) Call(ctx context.Context, name string, p, result any) error {
 	if !shaped || sh.read == nil {
 		return c.do(ctx, method, path, body, result)
 	}
-	resp, err := c.send(ctx, method, path, body, "")
+	header, data, err := c.roundTrip(ctx, method, path, body)
 	if err != nil {
 		return err
 	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return c.unreachable(err)
-	}
-	if resp.StatusCode/100 != 2 {
-		return c.errorOf(resp, data)
-	}
-	return sh.read(resp.Header, data, result)
+	return sh.read(header, data, result)
 }
 
 // route picks the route of op whose wildcards p fills: "GET",
@@ -355,52 +355,30 @@ func readSSE(r io.Reader, f func(sseEvent) bool) (ended bool, err error) {
 // Follow implements api.Service: one SSE stream per run (GET
 // /v1/runs/{runId}/stream), merged; each event is a batch of its own.
 func (c *Client) Follow(ctx context.Context, p api.FollowParams) iter.Seq2[[]store.Event, error] {
-	return func(yield func([]store.Event, error) bool) {
-		ctx, cancel := context.WithCancel(ctx)
-		defer cancel()
-		type item struct {
-			ev  store.Event
-			err error
-		}
-		ch := make(chan item)
-		var wg sync.WaitGroup
-		for _, id := range p.Runs {
-			// The followers are owned by this iteration: cancelled and
-			// waited for when it returns.
-			wg.Go(func() {
-				after := ""
-				if p.AfterSeq > 0 {
-					after = strconv.FormatInt(p.AfterSeq, 10)
-				}
+	after := ""
+	if p.AfterSeq > 0 {
+		after = strconv.FormatInt(p.AfterSeq, 10)
+	}
+	streams := make([]func(context.Context) iter.Seq2[[]store.Event, error], len(p.Runs))
+	for i, id := range p.Runs {
+		streams[i] = func(ctx context.Context) iter.Seq2[[]store.Event, error] {
+			return func(yield func([]store.Event, error) bool) {
 				for ev, err := range c.stream(ctx, "/v1/runs/"+url.PathEscape(id)+"/stream", after) {
-					it := item{err: err}
-					if err == nil {
-						seq, _ := strconv.ParseInt(ev.id, 10, 64)
-						it.ev = store.Event{RunID: id, Seq: seq, Type: drover.EventType(ev.typ), JSON: ev.data}
-					}
-					select {
-					case ch <- it:
-					case <-ctx.Done():
+					if err != nil {
+						yield(nil, err)
 						return
 					}
-					if err != nil {
+					seq, _ := strconv.ParseInt(ev.id, 10, 64)
+					if !yield([]store.Event{{RunID: id, Seq: seq, Type: drover.EventType(ev.typ), JSON: ev.data}}, nil) {
 						return
 					}
 				}
-			})
+			}
 		}
-		go func() { wg.Wait(); close(ch) }()
-		defer func() {
-			cancel()
-			for range ch {
-			}
-		}()
-		for it := range ch {
-			var evs []store.Event
-			if it.err == nil {
-				evs = []store.Event{it.ev}
-			}
-			if !yield(evs, it.err) || it.err != nil {
+	}
+	return func(yield func([]store.Event, error) bool) {
+		for evs, err := range fanin.Merge(ctx, streams...) {
+			if !yield(evs, err) || err != nil {
 				return
 			}
 		}
