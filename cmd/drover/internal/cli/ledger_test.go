@@ -54,7 +54,10 @@ func TestLED5_RunIsRecordedAndQueryable(t *testing.T) {
 		t.Fatalf("logs differ from the run's output:\n%s\nvs\n%s", logs, stdout)
 	}
 	var ps []store.Run
-	_, psOut, _ := cli(t, "ok", "ps", "--json")
+	code, psOut, psErr := cli(t, "ok", "ps", "--json")
+	if code != ExitOK {
+		t.Fatalf("ps --json: exit %d: %s", code, psErr)
+	}
 	for _, l := range strings.Split(strings.TrimSpace(psOut), "\n") {
 		var r store.Run
 		if err := json.Unmarshal([]byte(l), &r); err != nil {

@@ -128,7 +128,10 @@ func TestMCP1_CommandNestsUnderTheAgentsRun(t *testing.T) {
 		t.Fatalf("exit %d: %s", code, m.stderr.String())
 	}
 	// What the nested agent was told, as its text says.
-	_, out, _ := cli(t, "env", "show", "--json", r.RunID)
+	code, out, errOut := cli(t, "env", "show", "--json", r.RunID)
+	if code != ExitOK {
+		t.Fatalf("show --json: exit %d: %s", code, errOut)
+	}
 	var shown struct {
 		Messages []store.Message `json:"messages"`
 	}
@@ -148,23 +151,23 @@ func TestMCP1_CommandNestsUnderTheAgentsRun(t *testing.T) {
 		t.Fatalf("the nested agent was told %+v, want its run %s and the ledger %s", said, r.RunID, db)
 	}
 
-	code, out, _ := cli(t, "ok", "show", parent.ID)
+	code, out, _ = cli(t, "ok", "show", parent.ID)
 	for _, want := range []string{"child     " + r.RunID + " claude-code completed",
 		"total     3 in / 2 out tokens, 0 tool calls, cost $0.0010 over 2 runs (this one and its descendants), 1 without a cost"} {
 		if code != ExitOK || !strings.Contains(out, want) {
 			t.Errorf("show lacks %q:\n%s", want, out)
 		}
 	}
-	_, out, _ = cli(t, "ok", "show", "--json", parent.ID)
+	code, out, _ = cli(t, "ok", "show", "--json", parent.ID)
 	var js struct {
 		Total runs.TreeUsage `json:"total"`
 	}
-	if err := json.Unmarshal([]byte(out), &js); err != nil || js.Total.Runs != 2 || js.Total.Usage.InputTokens != 3 {
-		t.Fatalf("show --json total %+v %v", js.Total, err)
+	if err := json.Unmarshal([]byte(out), &js); code != ExitOK || err != nil || js.Total.Runs != 2 || js.Total.Usage.InputTokens != 3 {
+		t.Fatalf("show --json: exit %d, total %+v %v", code, js.Total, err)
 	}
 	// A run without descendants shows no total.
-	if _, out, _ := cli(t, "ok", "show", r.RunID); strings.Contains(out, "total ") {
-		t.Errorf("a leaf shows a total:\n%s", out)
+	if code, out, _ := cli(t, "ok", "show", r.RunID); code != ExitOK || strings.Contains(out, "total ") {
+		t.Errorf("a leaf: exit %d, or it shows a total:\n%s", code, out)
 	}
 }
 
