@@ -8,12 +8,15 @@ import (
 	"fmt"
 	"iter"
 	"log/slog"
+	"maps"
 	"runtime/debug"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/drover-run/drover"
 	"github.com/drover-run/drover/builtin"
+	"github.com/drover-run/drover/internal/secret"
 	"github.com/drover-run/drover/runs"
 	"github.com/drover-run/drover/store"
 )
@@ -33,9 +36,10 @@ type Config struct {
 	// service's workers resolve them).
 	Profiles func(names []string) ([]drover.Profile, error)
 	// AllowAutonomous lets clients start runs in the autonomous tier (no
-	// prompts, no containment); without it such a run is refused with
-	// BOUNDARY_VIOLATION. The operator decides (drover serve
-	// --allow-autonomous), never a client (SEC-1).
+	// prompts, no containment) and widen a run beyond its tier (contain:
+	// false, allow-all rules, binary, env); without it such a run is
+	// refused with BOUNDARY_VIOLATION. The operator decides (drover serve
+	// --allow-autonomous), never a client (SEC-1, SEC-5).
 	AllowAutonomous bool
 	// Poll is how often WatchRuns looks for changes made by other
 	// processes sharing the ledger; 0 means 1 s. Changes by the
@@ -108,17 +112,58 @@ func (l *Local) request(p RunParams) (runs.StartRequest, error) {
 	if p.Options != nil {
 		opts = *p.Options
 	}
+	if !l.cfg.AllowAutonomous {
+		if err := gate(opts); err != nil {
+			return runs.StartRequest{}, err
+		}
+	}
 	if l.cfg.Defaults != nil {
 		l.cfg.Defaults(&opts)
 	}
 	if err := l.resolveProfiles(&opts); err != nil {
 		return runs.StartRequest{}, err
 	}
-	if opts.EffectiveTier() == drover.TierAutonomous && !l.cfg.AllowAutonomous {
-		return runs.StartRequest{}, Errorf(CodeBoundaryViolation, "tier autonomous is refused by this server: its operator can allow it (drover serve --allow-autonomous)")
-	}
 	return runs.StartRequest{Agent: p.Agent, Prompt: p.Prompt, Options: opts,
 		ParentID: p.Parent, ForkFrom: p.Fork, NewSession: p.NewSession, Labels: p.Labels, Retries: p.Retries}, nil
+}
+
+// gate refuses what a client asked for that would take a run beyond its
+// tier, unless the operator allowed autonomy (Config.AllowAutonomous): the
+// autonomous tier itself, no containment, a permission rule that allows
+// every tool, a vendor binary, environment of the client's choosing (a
+// failover profile's credentials are what a profile is for) (SEC-1,
+// SEC-5). It sees
+// the client's options before the service's Defaults and profiles, which
+// are the operator's.
+func gate(o drover.Options) error {
+	if o.EffectiveTier() == drover.TierAutonomous {
+		return Errorf(CodeBoundaryViolation, "tier autonomous is refused by this server: its operator can allow it (drover serve --allow-autonomous)")
+	}
+	var refused []string
+	if o.Contain != nil && !*o.Contain {
+		refused = append(refused, "contain: false")
+	}
+	if slices.ContainsFunc(o.PermissionRules, func(r drover.PermissionRule) bool {
+		return r.Behavior == drover.Allow && r.Tool == "*"
+	}) {
+		refused = append(refused, "a permissionRule allowing every tool")
+	}
+	if o.Binary != "" {
+		refused = append(refused, "binary")
+	}
+	if len(o.Env) > 0 {
+		refused = append(refused, "env")
+	}
+	if o.Failover != nil && slices.ContainsFunc(o.Failover.Profiles, func(p drover.Profile) bool {
+		return slices.ContainsFunc(slices.Collect(maps.Keys(p.Env)), func(k string) bool { return !secret.Name(k) })
+	}) {
+		refused = append(refused, "a failover profile's env beyond credentials")
+	}
+	if len(refused) > 0 {
+		return Errorf(CodeBoundaryViolation, "%s refused by this server: they widen a run beyond its tier %s; its operator can allow them (drover serve --allow-autonomous)",
+			strings.Join(refused, ", "), o.EffectiveTier())
+	}
+	return nil
 }
 
 // resolveProfiles replaces the name-only profiles of opts' failover with

@@ -48,7 +48,7 @@ func (w *world) tap(name string, o *runOpts) (save func(evs []drover.Event)) {
 		w.t.Fatal(tapErr)
 	}
 	record := filepath.Join(w.t.TempDir(), "tap.jsonl")
-	env := map[string]string{"DROVER_TAP_CLI": w.bin, "DROVER_TAP_OUT": record}
+	env := map[string]string{"DROVERTEST_TAP_CLI": w.bin, "DROVERTEST_TAP_OUT": record}
 	for k, v := range o.Env {
 		env[k] = v
 	}

@@ -2,33 +2,14 @@ package runs
 
 import (
 	"slices"
-	"strings"
 
 	"github.com/drover-run/drover"
+	"github.com/drover-run/drover/internal/secret"
 )
 
 // Redacted is the text that replaces a secret in what drover records or
 // shows of a run's options.
 const Redacted = "[redacted]"
-
-// secretWords are the words of an environment variable or header name
-// (split at "_" and "-") that say its value is a credential.
-var secretWords = []string{"KEY", "APIKEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "PASS", "CREDENTIAL",
-	"CREDENTIALS", "AUTH", "AUTHORIZATION", "COOKIE", "PAT", "PRIVATE"}
-
-// IsSecretName reports whether an environment variable or header named
-// name holds a credential by its words: OPENAI_API_KEY, GITHUB_TOKEN,
-// Authorization, X-Api-Key, ANTHROPIC_AUTH_TOKEN (but not GIT_AUTHOR_NAME).
-// A secret inside another value (a password in a DATABASE_URL) is not
-// recognised.
-func IsSecretName(name string) bool {
-	for _, w := range strings.FieldsFunc(strings.ToUpper(name), func(r rune) bool { return r == '_' || r == '-' || r == '.' }) {
-		if slices.Contains(secretWords, w) {
-			return true
-		}
-	}
-	return false
-}
 
 // Redact returns a copy of o fit to record and show (SEC-3): the
 // endpoint's API key, the values of environment variables and MCP server
@@ -42,7 +23,7 @@ func Redact(o drover.Options) drover.Options {
 		}
 		out := make(map[string]string, len(m))
 		for k, v := range m {
-			if IsSecretName(k) && v != "" {
+			if secret.Name(k) && v != "" {
 				v = Redacted
 			}
 			out[k] = v

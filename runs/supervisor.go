@@ -50,10 +50,11 @@ type Config struct {
 	Logger *slog.Logger
 	// Env is added to the environment of every agent process a run
 	// starts (a run's own Options.Env wins over it), and EnvRunID with the
-	// run's id is always set: what a drover started inside the run (a
-	// nested `drover mcp`) needs to reach this ledger and record its runs
-	// as the run's children (MCP-1), such as EnvDB naming the ledger
-	// file. Neither is recorded with the run's options.
+	// run's id is always set, so that a drover started inside the run (a
+	// nested `drover mcp`) records its runs as the run's children (MCP-1);
+	// it reaches this supervisor through ServeNested's socket. Neither is
+	// recorded with the run's options. No credential or ledger address
+	// belongs here: the agent can read all of it (SEC-5).
 	Env map[string]string
 	// Protected are drover's own state, which no run's write boundary may
 	// contain (BND-3): the ledger's directory, drover's configuration
@@ -70,8 +71,8 @@ type Config struct {
 const (
 	// EnvRunID holds the id of the run the process belongs to. Always set.
 	EnvRunID = "DROVER_RUN_ID"
-	// EnvDB names the ledger file, when the supervisor's owner sets it in
-	// Config.Env (the drover command does).
+	// EnvDB names the ledger to the drover command. Agents never get it
+	// (SEC-5): a nested drover reaches the ledger through EnvSocket.
 	EnvDB = "DROVER_DB"
 )
 

@@ -92,6 +92,16 @@ func (a *Adapter) Capabilities() drover.Capabilities {
 	}
 }
 
+// credentials are the inherited credentials an ACP agent gets, not knowing
+// which it reads: the model providers' keys and logins of the vendors
+// drover knows, and any …_API_KEY (SEC-5). Others reach it through
+// Agent.Env or Options.Env.
+func credentials(name string) bool {
+	return strings.HasSuffix(name, "_API_KEY") || vendorCredentials(name)
+}
+
+var vendorCredentials = runner.Prefixes("ANTHROPIC_", "CLAUDE_CODE_", "OPENAI_", "CODEX_", "GEMINI_", "GOOGLE_")
+
 // Prepare builds one run of the agent: its command line and environment,
 // and the conversation. Options.Model is refused: ACP v1 has no way to
 // choose a model; the agent's own command line or configuration does.
@@ -102,7 +112,7 @@ func (a *Adapter) Prepare(req drover.Request) (*runner.Launch, error) {
 			Message: "model is not supported by " + a.ID() + ": an ACP agent's model is set in its own configuration"}
 	}
 	cwd, _ := Dirs(opts)
-	env := os.Environ()
+	env := runner.Environ(credentials)
 	for _, m := range []map[string]string{a.agent.Env, opts.Env} {
 		for _, k := range slices.Sorted(maps.Keys(m)) {
 			env = append(env, k+"="+m[k])

@@ -194,9 +194,13 @@ func LiveTierArgs(tier drover.Tier) ([]string, error) {
 	return TierArgs(tier)
 }
 
+// credentials are the inherited credentials Claude Code itself reads:
+// Anthropic's key or login token, and Bedrock's and Vertex's (SEC-5).
+var credentials = runner.Prefixes("ANTHROPIC_", "CLAUDE_CODE_", "AWS_", "GOOGLE_APPLICATION_CREDENTIALS", "CLOUD_ML_", "VERTEX_")
+
 // env builds the claude process environment.
 func (a *Adapter) env(opts drover.Options) ([]string, error) {
-	env := os.Environ()
+	env := runner.Environ(credentials)
 	set := func(k, v string) { env = append(env, k+"="+v) }
 	// drover pins and tests CLI versions; a CLI updating itself mid-fleet would
 	// run untested code.

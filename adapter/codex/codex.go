@@ -353,10 +353,14 @@ func tomlString(s string) string {
 	return b.String()
 }
 
+// credentials are the inherited credentials Codex itself reads: OpenAI's
+// and Azure OpenAI's keys (SEC-5).
+var credentials = runner.Prefixes("OPENAI_", "CODEX_", "AZURE_OPENAI_")
+
 // env builds the codex process environment and returns the CODEX_HOME the
 // process will use (needed to read its rollout file afterwards).
 func (a *Adapter) env(opts drover.Options) ([]string, string, error) {
-	env := os.Environ()
+	env := runner.Environ(credentials)
 	lookup := func(k string) string {
 		if v, ok := opts.Env[k]; ok {
 			return v

@@ -269,9 +269,13 @@ func Policy(opts drover.Options) string {
 	return b.String()
 }
 
+// credentials are the inherited credentials Gemini CLI itself reads: the
+// Gemini API's and Google Cloud's (SEC-5).
+var credentials = runner.Prefixes("GEMINI_", "GOOGLE_")
+
 // env builds the gemini process environment.
 func env(opts drover.Options, home, tmp string) []string {
-	env := os.Environ()
+	env := runner.Environ(credentials)
 	set := func(k, v string) { env = append(env, k+"="+v) }
 	if home != "" {
 		set("GEMINI_CLI_HOME", home)

@@ -415,9 +415,10 @@ func mustJSON(v any) []byte {
 	return data
 }
 
-// scrubbed reports whether an environment variable must not reach an
-// OpenCode pointed at an Endpoint: OpenCode enables every provider whose
-// credentials it finds in its environment.
+// scrubbed reports whether an environment variable is a model provider's
+// credential: OpenCode reads them (so they are the inherited credentials
+// it gets, SEC-5), and must not find them when pointed at an Endpoint,
+// since it enables every provider whose credentials it finds.
 func scrubbed(name string) bool {
 	for _, suf := range []string{"_API_KEY", "_API_TOKEN", "_AUTH_TOKEN", "_ACCESS_TOKEN"} {
 		if strings.HasSuffix(name, suf) {
@@ -438,7 +439,7 @@ func scrubbed(name string) bool {
 // the config home, or "" for the user's own.
 func Env(opts drover.Options, home string) []string {
 	var env []string
-	for _, kv := range os.Environ() {
+	for _, kv := range runner.Environ(scrubbed) {
 		k, _, _ := strings.Cut(kv, "=")
 		if opts.Endpoint != nil && scrubbed(k) || k == ConfigContentEnv || k == "OPENCODE_PERMISSION" {
 			// The config content is merged into drover's (Config), whose

@@ -6,6 +6,7 @@ import (
 
 	"github.com/drover-run/drover/cmd/drover/internal/cli"
 	"github.com/drover-run/drover/internal/imagemem"
+	"github.com/drover-run/drover/internal/proc"
 )
 
 func main() {
@@ -14,5 +15,9 @@ func main() {
 	// docs/performance.md). What the command goes on to use is mapped
 	// again as it runs. Failing to is no reason not to run.
 	_, _ = imagemem.Release()
+	// The agents drover starts run as its user: without this they could
+	// read drover's environment (its token, its ledger's address) from
+	// /proc (SEC-5). Failing to is no reason not to run.
+	_ = proc.ProtectSelf()
 	os.Exit(cli.Main(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 }

@@ -1,8 +1,8 @@
 // Command claudetap runs a vendor CLI as a transparent tap: it starts the
-// program named by $DROVER_TAP_CLI with its own arguments, passes stdin and
+// program named by $DROVERTEST_TAP_CLI with its own arguments, passes stdin and
 // stdout through line by line, and records, in the order it sees them,
 // what was written to the CLI and what the CLI printed, as JSON lines in
-// the file $DROVER_TAP_OUT. The e2e tests use it to capture real
+// the file $DROVERTEST_TAP_OUT. The e2e tests use it to capture real
 // interactive streams for golden tests (see capture_claude_test.go).
 //
 // Records: {"args":[…],"env":{…}} first; then {"sent":LINE} per stdin
@@ -27,7 +27,7 @@ import (
 
 func main() {
 	signal.Ignore(syscall.SIGTERM, syscall.SIGINT)
-	out, err := os.Create(os.Getenv("DROVER_TAP_OUT"))
+	out, err := os.Create(os.Getenv("DROVERTEST_TAP_OUT"))
 	if err != nil {
 		os.Exit(120)
 	}
@@ -47,7 +47,7 @@ func main() {
 	}
 	record(map[string]any{"args": os.Args[1:], "env": env})
 
-	cmd := exec.Command(os.Getenv("DROVER_TAP_CLI"), os.Args[1:]...)
+	cmd := exec.Command(os.Getenv("DROVERTEST_TAP_CLI"), os.Args[1:]...)
 	var stderr strings.Builder
 	cmd.Stderr = io.MultiWriter(os.Stderr, &stderr)
 	stdin, _ := cmd.StdinPipe()

@@ -204,6 +204,9 @@ func runFakeAgent(mode, arg string) int {
 			return 123
 		}
 	default:
+		if code, ok := runLinuxFake(mode, out); ok {
+			return code
+		}
 		fmt.Fprintf(os.Stderr, "fake agent: unknown mode %q\n", mode)
 		return 125
 	}

@@ -143,6 +143,7 @@ type Process struct {
 	done        chan struct{} // leader exited and was reaped
 	groupKilled chan struct{} // done, and the group got its final SIGKILL
 	stopReq     chan struct{} // Stop or ctx cancellation asked for the end
+	termSent    chan struct{} // the group was sent SIGTERM
 	closeReq    chan struct{} // Close: skip waiting for the drain
 	linesDone   chan struct{} // the Lines iteration returned
 	stderrDone  chan struct{}
@@ -273,6 +274,7 @@ func start(spec Spec) (p *Process, err error) {
 		done:        make(chan struct{}),
 		groupKilled: make(chan struct{}),
 		stopReq:     make(chan struct{}),
+		termSent:    make(chan struct{}),
 		closeReq:    make(chan struct{}),
 		linesDone:   make(chan struct{}),
 		stderrDone:  make(chan struct{}),
@@ -399,6 +401,7 @@ func (p *Process) supervise() {
 		default:
 			stopped = true
 			_ = signalGroup(p.pid, syscall.SIGTERM)
+			close(p.termSent)
 			t := time.NewTimer(p.stopGrace)
 			select {
 			case <-p.done:
@@ -656,6 +659,12 @@ func (p *Process) Wait() Exit {
 // error only to satisfy io.Closer. The outcome is available from Wait.
 func (p *Process) Close() error {
 	p.requestStop(p.spec.Grace)
+	// SIGTERM goes first: a child blocked writing to a stdout closed before
+	// it would die of SIGPIPE, which it cannot handle gracefully.
+	select {
+	case <-p.termSent:
+	case <-p.done:
+	}
 	p.closeOnce.Do(func() { close(p.closeReq) })
 	p.closeStdout()
 	p.Wait()

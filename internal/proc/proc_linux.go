@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // groupHasLiveMember scans /proc for a process of group pgid that is not a
@@ -173,4 +175,14 @@ func procStat(pid string) [][]byte {
 // neither gone nor a zombie.
 func running(f [][]byte) bool {
 	return len(f) > 0 && len(f[0]) > 0 && f[0][0] != 'Z' && f[0][0] != 'X'
+}
+
+// ProtectSelf makes this process not dumpable, so that processes of the
+// same user without CAP_SYS_PTRACE — the agents drover runs, whether
+// contained or not — can neither read its /proc/<pid>/environ, mem or fd
+// (where drover's token and ledger address live) nor attach to it
+// (SEC-5). A program it starts is dumpable again once it execs. It costs
+// core dumps of drover itself.
+func ProtectSelf() error {
+	return unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0)
 }

@@ -10,13 +10,18 @@ import (
 	"syscall"
 )
 
-// setProcessGroup puts the child in a new process group whose id is its pid.
+// setProcessGroup puts the child in a new session, and so in a new process
+// group whose id is its pid. A new session, not only a group: the child
+// and everything it starts have no controlling terminal, so none of them
+// can open /dev/tty, push keystrokes into drover's terminal (TIOCSTI) or
+// be stopped by its job control; a person's answers reach an agent only
+// through drover (SEC-5).
 // Pdeathsig is deliberately not used: it fires when the forking *thread*
 // exits, which in Go can be any thread, and it only covers the leader
 // anyway. Group kills, plus KillGroup for groups a dead drover left behind,
 // cover every member instead.
 func setProcessGroup(cmd *exec.Cmd) error {
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	return nil
 }
 

@@ -26,3 +26,6 @@ func KillGroup(pgid int) error {
 func GroupAlive(int) bool { return false }
 
 func killTagged(string, time.Duration) bool { return true }
+
+// ProtectSelf does nothing on Windows.
+func ProtectSelf() error { return nil }

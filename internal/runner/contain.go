@@ -59,14 +59,11 @@ func (c *containment) cleanup() {
 	}
 }
 
-// env returns env (nil: drover's own) as a contained vendor gets it: with
-// the run's own TMPDIR, whatever the vendor's Prepare or Options.Env set.
+// env returns env as a contained vendor gets it: with the run's own
+// TMPDIR, whatever the vendor's Prepare or Options.Env set.
 func (c *containment) env(env []string) []string {
 	if !c.on {
 		return env
-	}
-	if env == nil {
-		env = os.Environ()
 	}
 	return append(slices.Clip(env), "TMPDIR="+c.tmp)
 }

@@ -15,7 +15,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -104,7 +103,8 @@ type Exit = proc.Exit
 type Launch struct {
 	// Args are the CLI's arguments.
 	Args []string
-	// Env is its environment; nil means drover's own.
+	// Env is its environment; nil means Environ(nil), drover's own without
+	// drover's variables and credentials.
 	Env []string
 	// Stdin is written to its standard input, which is then closed: the
 	// prompt, for the CLIs that read it there.
@@ -207,7 +207,11 @@ func (b *Base) attempt(ctx context.Context, path string, req drover.Request, yie
 	if req.Live == nil && !l.Converse {
 		conv = nil
 	}
-	spec := proc.Spec{Path: path, Args: l.Args, Env: c.env(l.Env), Dir: req.Options.Cwd, Contain: pol}
+	env := l.Env
+	if env == nil {
+		env = Environ(nil)
+	}
+	spec := proc.Spec{Path: path, Args: l.Args, Env: c.env(env), Dir: req.Options.Cwd, Contain: pol}
 	var (
 		in   *inputQueue
 		open []byte
@@ -225,12 +229,8 @@ func (b *Base) attempt(ctx context.Context, path string, req drover.Request, yie
 	if spec.Dir != "" {
 		// Some CLIs (OpenCode) take their project directory from $PWD, which
 		// the inherited environment has for drover's own directory.
-		env := spec.Env
-		if env == nil {
-			env = os.Environ()
-		}
 		if abs, err := filepath.Abs(spec.Dir); err == nil {
-			spec.Env = append(slices.Clone(env), "PWD="+abs)
+			spec.Env = append(slices.Clone(spec.Env), "PWD="+abs)
 		}
 	}
 	// The watchdog's Stop below takes the grace explicitly; 0 there would

@@ -25,10 +25,10 @@ var rpc jsonrpc.Codec
 const (
 	// ModeEnv selects how it starts: "" answers everything; "mute" never
 	// answers initialize; "noload" offers no session/load.
-	ModeEnv = "DROVER_FAKE_ACP_MODE"
+	ModeEnv = "DROVERTEST_FAKE_ACP_MODE"
 	// MarkEnv, when set, names a file the agent writes "cancel" into when
 	// it receives session/cancel.
-	MarkEnv = "DROVER_FAKE_ACP_MARK"
+	MarkEnv = "DROVERTEST_FAKE_ACP_MARK"
 	// Version is what it prints for --version.
 	Version = "1.2.3"
 	// SessionID is the id of the sessions it starts; a session/load of

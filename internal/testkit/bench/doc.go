@@ -10,7 +10,7 @@
 // a vendor's command (claude, gemini, codex; the harness links those names
 // to it in a bin directory first on PATH, which is how drover finds a
 // vendor), or with RoleEnv set, it is the fake (IsFake, FakeMain). The
-// fake reads its script from the DROVER_BENCH_* environment (FakeConfig).
+// fake reads its script from the DROVERTEST_BENCH_* environment (FakeConfig).
 //
 // Every process a measurement starts is stopped and waited for before it
 // returns: drover, cat, the fake and the fake's children, found by a tag

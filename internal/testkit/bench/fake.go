@@ -28,37 +28,37 @@ import (
 const (
 	// RoleEnv makes the executable the fake whatever its name ("fake"),
 	// or a child of a fake that only waits to be killed ("child").
-	RoleEnv = "DROVER_BENCH_ROLE"
+	RoleEnv = "DROVERTEST_BENCH_ROLE"
 	// LinesEnv is how many body lines to print (default 1000).
-	LinesEnv = "DROVER_BENCH_LINES"
+	LinesEnv = "DROVERTEST_BENCH_LINES"
 	// RateEnv paces the body lines, per second; 0 or unset: as fast as
 	// the reader takes them.
-	RateEnv = "DROVER_BENCH_RATE"
+	RateEnv = "DROVERTEST_BENCH_RATE"
 	// TextEnv is the mean length of a body line's text, in characters;
 	// unset: the shape's default (Shape.TextChars).
-	TextEnv = "DROVER_BENCH_TEXT"
+	TextEnv = "DROVERTEST_BENCH_TEXT"
 	// StampEnv names the file the fake writes its Stamp to (JSON).
-	StampEnv = "DROVER_BENCH_STAMP"
+	StampEnv = "DROVERTEST_BENCH_STAMP"
 	// StampTextEnv, set to 1, starts each body line's text with "t=NS ",
 	// the Unix time in nanoseconds at which the line was written.
-	StampTextEnv = "DROVER_BENCH_STAMP_TEXT"
+	StampTextEnv = "DROVERTEST_BENCH_STAMP_TEXT"
 	// ChildrenEnv is how many children the fake starts (in its process
 	// group) before its first line; its Stamp is written at once then.
-	ChildrenEnv = "DROVER_BENCH_CHILDREN"
+	ChildrenEnv = "DROVERTEST_BENCH_CHILDREN"
 	// IgnoreTermEnv, set to 1, makes the fake and its children ignore
 	// SIGTERM (and the fake SIGPIPE: it hangs instead of exiting when its
 	// stdout is closed): only the group's SIGKILL ends them.
-	IgnoreTermEnv = "DROVER_BENCH_IGNORE_TERM"
+	IgnoreTermEnv = "DROVERTEST_BENCH_IGNORE_TERM"
 	// PauseEnv is how long the fake waits after the line drover turns
 	// into its first event (a Go duration), as a real CLI waits for its
 	// model after starting; unset: no pause.
-	PauseEnv = "DROVER_BENCH_PAUSE"
+	PauseEnv = "DROVERTEST_BENCH_PAUSE"
 	// SoloEnv, set to 1, makes the fake print every line it would print to
 	// drover without reading stdin (the `fake | cat` floor).
-	SoloEnv = "DROVER_BENCH_SOLO"
+	SoloEnv = "DROVERTEST_BENCH_SOLO"
 	// TagEnv marks every process of one harness, so that anything left
 	// behind can be found (and killed) by it.
-	TagEnv = "DROVER_BENCH_TAG"
+	TagEnv = "DROVERTEST_BENCH_TAG"
 )
 
 // Vendor names, as drover's adapters find them on PATH.

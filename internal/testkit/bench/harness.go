@@ -174,13 +174,13 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 // Environment of a drover built with internal/testkit/bench/testdata/profmain.
 const (
 	// CPUProfileEnv names the file of a CPU profile of the whole process.
-	CPUProfileEnv = "DROVER_BENCH_CPUPROFILE"
+	CPUProfileEnv = "DROVERTEST_BENCH_CPUPROFILE"
 	// HeapProfileEnv names the file prefix of two heap profiles: PREFIX-peak
 	// (taken when the live heap was largest) and PREFIX-end (at exit, after
 	// a GC: its alloc_space is everything allocated).
-	HeapProfileEnv = "DROVER_BENCH_HEAPPROFILE"
+	HeapProfileEnv = "DROVERTEST_BENCH_HEAPPROFILE"
 	// TraceEnv names the file of an execution trace of the whole process.
-	TraceEnv = "DROVER_BENCH_TRACE"
+	TraceEnv = "DROVERTEST_BENCH_TRACE"
 )
 
 // profile runs each shape once more with the profiling drover.

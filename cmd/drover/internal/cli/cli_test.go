@@ -25,7 +25,7 @@ import (
 
 // fakeEnv switches the test binary into a fake `claude` that misbehaves on
 // purpose; the CLI finds it through DROVER_CLAUDE_BIN.
-const fakeEnv = "DROVER_TEST_FAKE_CLAUDE"
+const fakeEnv = "DROVERTEST_FAKE_CLAUDE"
 
 func TestMain(m *testing.M) {
 	if mode := os.Getenv(fakeEnv); mode != "" {

@@ -64,9 +64,6 @@ const fewRuns = 16
 // when fn returns.
 func (e *env) supervise(ctx context.Context, st store.Store, loc string, cfg runs.Config, fn func(*runs.Supervisor, store.Store) error) error {
 	cfg.Logger = e.log
-	// A drover started inside a run (drover mcp) records its runs in this
-	// ledger whatever HOME or state directory its agent gave it (MCP-1).
-	cfg.Env = map[string]string{runs.EnvDB: loc}
 	cfg.Protected = protected(loc)
 	q, err := resolveQueue(ctx, cfg.Queue, st)
 	if err != nil {
@@ -99,7 +96,7 @@ func openExistingLedger(ctx context.Context, db string) (store.Store, error) {
 }
 
 // openLedger opens the ledger named by db (see dbPath) and returns it
-// with its location as another drover should be given it (DROVER_DB): by
+// with its location (a SQLite file's absolute path): by
 // the scheme of db, a PostgreSQL database (postgres:// or postgresql://)
 // or a SQLite file (a path, relative or not, or a file: URL). A missing
 // ledger is created, unless existing is set: then there must be one (a

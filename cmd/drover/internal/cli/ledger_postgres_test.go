@@ -41,10 +41,10 @@ func TestLED6_PostgresLedgerThroughCLI(t *testing.T) {
 		t.Fatalf("run: %d %s", code, stderr)
 	}
 	id := evs[0].RunID
-	// The agent is told the ledger, so a drover it starts (drover mcp)
-	// records there too.
-	if !strings.Contains(stdout, `\"db\":\"`+db+`\"`) {
-		t.Errorf("the agent was not given DROVER_DB=%s:\n%s", db, stdout)
+	// The ledger's URL is drover's alone (SEC-5): an agent that had it
+	// could rewrite its own record, whatever its containment.
+	if !strings.Contains(stdout, `\"db\":\"\"`) || strings.Contains(stdout, db) {
+		t.Errorf("the agent was given the ledger's URL %s:\n%s", db, stdout)
 	}
 
 	// What the CLI shows comes from PostgreSQL: the same run, read with

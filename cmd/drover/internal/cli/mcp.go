@@ -41,8 +41,10 @@ drover that runs the agent to start them, over that drover's socket
 (DROVER_SOCKET, with the run's DROVER_RUN_TOKEN), so that a contained run,
 which cannot write the ledger, can still start runs; each child is
 contained on its own. Then --limit and --approval-timeout are that
-drover's. With --db or --parent, or without DROVER_SOCKET, it opens the
-ledger itself (DROVER_DB, DROVER_RUN_ID).
+drover's. drover gives its agents neither the ledger's address nor any
+credential of its own. With --db or --parent, or without DROVER_SOCKET, it
+opens the ledger itself (--db, else DROVER_DB, else the default; its
+parent is DROVER_RUN_ID).
 
 Runs are at most in the supervised tier unless --max-tier allows more. When
 stdin ends (the agent went away), drover cancels the runs this server

@@ -102,7 +102,7 @@ func TestMCP1_CommandServesTools(t *testing.T) {
 // TestMCP1_CommandNestsUnderTheAgentsRun: started with DROVER_RUN_ID (as
 // drover starts its agents), drover mcp records every run as a child of
 // that run, owned by another process on the same ledger; each agent it
-// runs learns its own run and the ledger's path in turn; drover show
+// runs learns its own run in turn, never the ledger's address; drover show
 // lists the child and rolls its cost up into the parent's total.
 func TestMCP1_CommandNestsUnderTheAgentsRun(t *testing.T) {
 	db := filepath.Join(t.TempDir(), "drover.db")
@@ -147,8 +147,10 @@ func TestMCP1_CommandNestsUnderTheAgentsRun(t *testing.T) {
 			json.Unmarshal([]byte(msg.Content), &said)
 		}
 	}
-	if said.RunID != r.RunID || said.DB != db {
-		t.Fatalf("the nested agent was told %+v, want its run %s and the ledger %s", said, r.RunID, db)
+	// The ledger's address is drover's, never the agent's (SEC-5): the
+	// nested drover reached it through the socket.
+	if said.RunID != r.RunID || said.DB != "" {
+		t.Fatalf("the nested agent was told %+v, want its run %s and no ledger (drover's is %s)", said, r.RunID, db)
 	}
 
 	code, out, _ = cli(t, "ok", "show", parent.ID)

@@ -55,6 +55,7 @@ type runFlags struct {
 	ask             bool
 	askSet          bool // --ask was given (else: ask when stdin is a terminal)
 	mcpConfig       string
+	envs            []string // --env KEY=VALUE, or KEY to pass drover's own value
 	contain         bool
 	noContain       bool
 	profiles        []string // failover (docs/failover.md)
@@ -113,6 +114,7 @@ usage error, 130 after SIGINT once every run has ended interrupted.`,
 	fl.StringVar(&f.fork, "fork", "", "start a new session continuing from the end of this earlier run (vendors that can fork)")
 	fl.BoolVar(&f.ask, "ask", false, "ask here for approval of tool calls that need it: y, n [MESSAGE] or a(lways) on stdin (default when stdin is a terminal and --json is not given)")
 	fl.DurationVar(&f.approvalTimeout, "approval-timeout", 0, "how long a permission request waits for an answer (here, the dashboard, 'drover approve') before it is denied (default 5m when asking here, else 0: denied at once unless a rule allows it)")
+	fl.StringArrayVar(&f.envs, "env", nil, "KEY=VALUE added to the agent's environment, or KEY to pass on drover's own value: the agent inherits no credential but its vendor's (docs/security.md) (repeatable)")
 	fl.StringArrayVar(&f.allow, "allow", nil, "allow matching tool calls without asking: TOOL or TOOL(PATTERN), e.g. Read, 'Bash(git status*)' (repeatable)")
 	fl.StringArrayVar(&f.deny, "deny", nil, "deny matching tool calls without asking, e.g. 'Bash(rm *)' (repeatable; deny wins over allow)")
 	fl.StringVar(&f.mcpConfig, "mcp-config", "", `MCP servers the agent may use: a JSON file in the .mcp.json shape, {"mcpServers": {NAME: {"command", "args", "env"} or {"type": "http"|"sse", "url", "headers"}}} (docs/mcp.md)`)
@@ -373,6 +375,21 @@ func planRun(ctx context.Context, e *env, f *runFlags, args []string, remote *se
 	}
 	if f.approvalTimeout >= 0 {
 		opts.ApprovalTimeout = f.approvalTimeout
+	}
+	for _, kv := range f.envs {
+		k, v, set := strings.Cut(kv, "=")
+		if !set {
+			if v, set = os.LookupEnv(k); !set {
+				return nil, usagef("--env %s: drover's environment has no %s to pass on (give KEY=VALUE)", k, k)
+			}
+		}
+		if k == "" {
+			return nil, usagef("--env %q: want KEY=VALUE or KEY", kv)
+		}
+		if opts.Env == nil {
+			opts.Env = map[string]string{}
+		}
+		opts.Env[k] = v
 	}
 	if f.mcpConfig != "" {
 		if opts.MCPServers, err = readMCPConfig(f.mcpConfig); err != nil {

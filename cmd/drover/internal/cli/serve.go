@@ -38,8 +38,9 @@ Every request needs "Authorization: Bearer <token>" (the dashboard signs in
 with it): the token is --token, else DROVER_TOKEN (which 'ps' does not
 show), else a new random one printed with the dashboard's address. With
 --no-token, on loopback only, requests are served only when they name a
-loopback host (no DNS rebinding). Clients cannot start autonomous runs unless
---allow-autonomous says so (docs/security.md). SIGINT or SIGTERM ends the
+loopback host (no DNS rebinding). Clients cannot start autonomous runs, nor
+widen a run beyond its tier (contain: false, an allow rule for every tool, a
+binary, env), unless --allow-autonomous says so (docs/security.md). SIGINT or SIGTERM ends the
 streams, cancels the runs and exits 130.
 
 With --stdio (docs/protocol.md): one JSON request a line on stdin, one JSON
@@ -127,7 +128,7 @@ and exits 130; a second one kills every agent process group at once.`,
 	cmd.Flags().StringVar(&addr, "addr", server.DefaultAddr, "HTTP address to listen on")
 	cmd.Flags().StringVar(&token, "token", "", "bearer token every HTTP request must carry (default $DROVER_TOKEN, else a new random one, printed)")
 	cmd.Flags().BoolVar(&noToken, "no-token", false, "serve loopback without a token (only requests naming a loopback host are served)")
-	cmd.Flags().BoolVar(&allowAutonomous, "allow-autonomous", false, "let clients start runs in the autonomous tier (refused otherwise)")
+	cmd.Flags().BoolVar(&allowAutonomous, "allow-autonomous", false, "let clients start autonomous runs and widen runs beyond their tier: contain false, allow-all rules, binary, env (refused otherwise)")
 	cmd.Flags().IntVar(&limit, "limit", 8, "runs that may run at once; more wait as pending")
 	cmd.Flags().DurationVar(&approvalTimeout, "approval-timeout", 0, "how long the permission requests of runs that name no approvalTimeout wait for a client's answer (the dashboard, respond, drover approve); 0: denied at once unless a rule allows")
 	cmd.Flags().BoolVar(&queue, "queue", false, "queue the runs clients start for drover workers instead of running them here (a PostgreSQL ledger; docs/scale-out.md)")

@@ -81,8 +81,8 @@ func TestPRO3_ServeHTTP(t *testing.T) {
 
 // SEC-1: drover serve with no token given makes one of its own and prints
 // it in the dashboard's address; requests without it are refused. With
-// --no-token it serves loopback names only; autonomous runs need
-// --allow-autonomous.
+// --no-token it serves loopback names only; autonomous runs, and every
+// option that widens a run beyond its tier, need --allow-autonomous.
 func TestSEC1_ServeTokenByDefault(t *testing.T) {
 	t.Setenv("DROVER_TOKEN", "")
 	for _, c := range []struct {
@@ -148,6 +148,14 @@ func TestSEC1_ServeTokenByDefault(t *testing.T) {
 			}
 			if code := do("POST", "/v1/runs", "", "", `{"agent":"claude","prompt":"x","options":{"tier":"autonomous","binary":"/bin/true"}}`); code != want {
 				t.Errorf("%v: autonomous run: %d, want %d", c.args, code, want)
+			}
+			// Every option that widens a run beyond its tier passes the
+			// same gate (SEC-5).
+			for _, o := range wideningOptions {
+				code := do("POST", "/v1/runs/check", "", "", `{"agent":"claude","prompt":"x","options":`+o+`}`)
+				if refused := code == http.StatusForbidden; refused != (want == http.StatusForbidden) {
+					t.Errorf("%v: check %s: %d", c.args, o, code)
+				}
 			}
 		}
 		http.DefaultClient.CloseIdleConnections()

@@ -3,7 +3,9 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -41,6 +43,51 @@ func TestPRO1_ServeStdio(t *testing.T) {
 	for id, w := range want {
 		if got[id] != w {
 			t.Errorf("id %s: %q, want %q (output %s)", id, got[id], w, out.String())
+		}
+	}
+}
+
+// wideningOptions are run options that take a run beyond its tier, which
+// only a server's operator may allow (SEC-5); each is a client's JSON.
+var wideningOptions = []string{
+	`{"tier":"autonomous"}`,
+	`{"tier":"supervised","contain":false}`,
+	`{"permissionRules":["allow:*"]}`,
+	`{"binary":"/bin/true"}`,
+	`{"env":{"LD_PRELOAD":"/tmp/x.so"}}`,
+	`{"failover":{"profiles":[{"name":"p","agent":"claude","env":{"NODE_OPTIONS":"--require /tmp/x.js"}}]}}`,
+}
+
+// SEC-5: drover serve --stdio refuses every option that would widen a run
+// beyond its tier (BOUNDARY_VIOLATION) unless --allow-autonomous; a
+// supervised run with a narrow allow rule passes.
+func TestSEC5_ServeStdioGatesWideningOptions(t *testing.T) {
+	t.Setenv("DROVER_CLAUDE_BIN", "/bin/true")
+	for _, allow := range []bool{false, true} {
+		var in strings.Builder
+		for i, o := range append(slices.Clone(wideningOptions), `{"permissionRules":["allow:Read"]}`) {
+			fmt.Fprintf(&in, `{"id":%d,"op":"check","agent":"claude","prompt":"x","options":%s}`+"\n", i, o)
+		}
+		args := []string{"serve", "--stdio", "--db", filepath.Join(t.TempDir(), "drover.db")}
+		if allow {
+			args = append(args, "--allow-autonomous")
+		}
+		var out, errOut strings.Builder
+		if code := Run(context.Background(), args, strings.NewReader(in.String()), &out, &errOut); code != ExitOK {
+			t.Fatalf("exit %d: %s", code, errOut.String())
+		}
+		for _, l := range strings.Split(strings.TrimSpace(out.String()), "\n") {
+			var r struct {
+				ID    int
+				Error *struct{ Code, Message string }
+			}
+			if err := json.Unmarshal([]byte(l), &r); err != nil {
+				t.Fatalf("not JSON: %q", l)
+			}
+			refused := r.Error != nil && r.Error.Code == "BOUNDARY_VIOLATION"
+			if want := !allow && r.ID < len(wideningOptions); refused != want {
+				t.Errorf("allow-autonomous %v, options %d: refused %v, want %v: %s", allow, r.ID, refused, want, l)
+			}
 		}
 	}
 }

@@ -3,14 +3,14 @@
 // -overlay), so that the profiled program is drover itself, unchanged but
 // for the profiles its environment asks for:
 //
-//	DROVER_BENCH_CPUPROFILE=FILE      a CPU profile of the whole process
-//	DROVER_BENCH_HEAPPROFILE=PREFIX   PREFIX-peak.pprof: the heap profile
+//	DROVERTEST_BENCH_CPUPROFILE=FILE      a CPU profile of the whole process
+//	DROVERTEST_BENCH_HEAPPROFILE=PREFIX   PREFIX-peak.pprof: the heap profile
 //	                                  when the live heap was largest (as of
 //	                                  the GC before); PREFIX-end.pprof: at
 //	                                  exit after a GC, whose alloc_space
 //	                                  and alloc_objects count everything
 //	                                  the run allocated
-//	DROVER_BENCH_TRACE=FILE           an execution trace of the whole run
+//	DROVERTEST_BENCH_TRACE=FILE           an execution trace of the whole run
 //	                                  (go tool trace -pprof=sync FILE: where
 //	                                  goroutines waited)
 //
@@ -46,9 +46,9 @@ func main() {
 // function that ends it and writes the files.
 func startProfiles() (stop func()) {
 	var stops []func()
-	stops = recordTo(stops, "cpu profile", os.Getenv("DROVER_BENCH_CPUPROFILE"), pprof.StartCPUProfile, pprof.StopCPUProfile)
-	stops = recordTo(stops, "trace", os.Getenv("DROVER_BENCH_TRACE"), trace.Start, trace.Stop)
-	if prefix := os.Getenv("DROVER_BENCH_HEAPPROFILE"); prefix != "" {
+	stops = recordTo(stops, "cpu profile", os.Getenv("DROVERTEST_BENCH_CPUPROFILE"), pprof.StartCPUProfile, pprof.StopCPUProfile)
+	stops = recordTo(stops, "trace", os.Getenv("DROVERTEST_BENCH_TRACE"), trace.Start, trace.Stop)
+	if prefix := os.Getenv("DROVERTEST_BENCH_HEAPPROFILE"); prefix != "" {
 		runtime.MemProfileRate = 64 << 10
 		stops = append(stops, heapProfiles(prefix))
 	}

@@ -1,0 +1,239 @@
+package proc
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// injected is what the fakes below try to type into a terminal.
+const injected = "echo pwned\n"
+
+// runLinuxFake runs the fakes of the Linux-only tests; ok is false for a
+// mode that is none of them.
+//
+//   - "tty-holder": drover with a controlling terminal (its stdin). With
+//     arg "control" it types into that terminal itself, which shows the
+//     kernel lets a holder of the terminal do it; else it starts the
+//     "tty-agent" fake through Start, as drover starts an agent, and passes
+//     on what the agent says.
+//   - "tty-agent": an agent trying to type into drover's terminal: through
+//     /dev/tty and through each standard descriptor.
+func runLinuxFake(mode string, out *bufio.Writer) (int, bool) {
+	switch mode {
+	case "tty-holder":
+		if os.Getenv(fakeArgEnv) == "control" {
+			printJSON(out, map[string]any{"control": errString(typeInto(0))})
+			return 0, true
+		}
+		spec := Spec{Path: os.Args[0], Env: append(os.Environ(), fakeAgentEnv+"=tty-agent"), Grace: 5 * time.Second, DrainTimeout: 5 * time.Second}
+		p, err := Start(context.Background(), spec)
+		if err != nil {
+			printJSON(out, map[string]any{"start": err.Error()})
+			return 1, true
+		}
+		for line, err := range p.Lines() {
+			if err != nil {
+				break
+			}
+			out.Write(append(line, '\n'))
+		}
+		p.Wait()
+		return 0, true
+	case "tty-agent":
+		said := map[string]string{}
+		if f, err := os.OpenFile("/dev/tty", os.O_RDWR, 0); err != nil {
+			said["/dev/tty"] = "open: " + err.Error()
+		} else {
+			said["/dev/tty"] = errString(typeInto(int(f.Fd())))
+			f.Close()
+		}
+		for fd := range 3 {
+			said[fmt.Sprint("fd", fd)] = errString(typeInto(fd))
+		}
+		printJSON(out, said)
+		return 0, true
+	case "environ-holder":
+		if os.Getenv(fakeArgEnv) == "protect" {
+			if err := ProtectSelf(); err != nil {
+				printJSON(out, map[string]any{"protect": err.Error()})
+				return 1, true
+			}
+		}
+		cmd := exec.Command(os.Args[0])
+		cmd.Env = append(os.Environ(), fakeAgentEnv+"=environ-reader")
+		b, err := cmd.Output()
+		if err != nil {
+			printJSON(out, map[string]any{"reader": err.Error()})
+			return 1, true
+		}
+		out.Write(b)
+		return 0, true
+	case "environ-reader":
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", os.Getppid()))
+		printJSON(out, map[string]any{"read": errString(err), "secret": strings.Contains(string(b), "DROVER_TOKEN=")})
+		return 0, true
+	}
+	return 0, false
+}
+
+// typeInto pushes injected into the input of the terminal open as fd, a
+// key at a time (TIOCSTI).
+func typeInto(fd int) error {
+	for i := range len(injected) {
+		b := injected[i]
+		if _, _, errno := syscall.Syscall(syscall.SYS_IOCTL, uintptr(fd), uintptr(syscall.TIOCSTI), uintptr(unsafe.Pointer(&b))); errno != 0 {
+			return errno
+		}
+	}
+	return nil
+}
+
+// errString is err's text, "typed" for nil.
+func errString(err error) string {
+	if err == nil {
+		return "typed"
+	}
+	return err.Error()
+}
+
+// TestSEC5_AgentCannotTypeIntoTheTerminal: an agent drover starts holds no
+// controlling terminal, so it cannot push keystrokes into the terminal of
+// the drover that started it (TIOCSTI), which the shell would run once
+// drover exits, or which would answer drover's own questions.
+func TestSEC5_AgentCannotTypeIntoTheTerminal(t *testing.T) {
+	slave := openPTY(t)
+	// hold runs the holder fake with the terminal as its controlling one,
+	// and returns what it printed and how many bytes wait in the
+	// terminal's input.
+	hold := func(arg string) (string, int) {
+		cmd := exec.Command(os.Args[0])
+		cmd.Env = append(os.Environ(), fakeAgentEnv+"=tty-holder", fakeArgEnv+"="+arg, "GORACE=atexit_sleep_ms=0")
+		cmd.Stdin = slave
+		var out strings.Builder
+		cmd.Stdout, cmd.Stderr = &out, &out
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
+		if err := cmd.Run(); err != nil {
+			t.Fatalf("holder %s: %v: %s", arg, err, out.String())
+		}
+		n, err := unix.IoctlGetInt(int(slave.Fd()), unix.TIOCINQ)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out.String(), n
+	}
+	said, n := hold("control")
+	var control struct{ Control string }
+	if err := json.Unmarshal([]byte(said), &control); err != nil {
+		t.Fatalf("holder said %q", said)
+	}
+	if control.Control != "typed" || n != len(injected) {
+		t.Skipf("the kernel forbids TIOCSTI here (%s, %d bytes typed; dev.tty.legacy_tiocsti=0?): nothing to prove", control.Control, n)
+	}
+	drain(t, slave, n)
+
+	said, n = hold("agent")
+	if n != 0 {
+		t.Errorf("the agent typed %d bytes into drover's terminal; it said %s", n, said)
+	}
+	var agent map[string]string
+	if err := json.Unmarshal([]byte(said), &agent); err != nil || len(agent) != 4 {
+		t.Fatalf("agent said %q", said)
+	}
+	if !strings.HasPrefix(agent["/dev/tty"], "open: ") {
+		t.Errorf("the agent opened /dev/tty: %s", agent["/dev/tty"])
+	}
+}
+
+// openPTY returns a new pseudo-terminal's terminal end; both ends are
+// closed with the test.
+func openPTY(t *testing.T) *os.File {
+	t.Helper()
+	m, err := os.OpenFile("/dev/ptmx", os.O_RDWR|syscall.O_NOCTTY, 0)
+	if err != nil {
+		t.Skipf("no pseudo-terminals here: %v", err)
+	}
+	t.Cleanup(func() { m.Close() })
+	if err := unix.IoctlSetPointerInt(int(m.Fd()), unix.TIOCSPTLCK, 0); err != nil {
+		t.Fatal(err)
+	}
+	n, err := unix.IoctlGetInt(int(m.Fd()), unix.TIOCGPTN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := os.OpenFile(fmt.Sprintf("/dev/pts/%d", n), os.O_RDWR|syscall.O_NOCTTY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// drain reads the n bytes waiting in the terminal's input.
+func drain(t *testing.T, slave *os.File, n int) {
+	t.Helper()
+	if _, err := slave.Read(make([]byte, n)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestSEC5_AgentCannotReadDroversEnvironment: after ProtectSelf, a process
+// of the same user that drover starts cannot read drover's environment
+// (its token) from /proc; without it, it can. Run as root, both run as
+// nobody, since root reads any process's environment.
+func TestSEC5_AgentCannotReadDroversEnvironment(t *testing.T) {
+	exe := os.Args[0]
+	var cred *syscall.Credential
+	if os.Geteuid() == 0 {
+		// nobody must be able to run this binary: a copy in a directory
+		// anyone may enter.
+		dir, err := os.MkdirTemp("", "proc-environ")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { os.RemoveAll(dir) })
+		b, err := os.ReadFile(exe)
+		if err != nil {
+			t.Fatal(err)
+		}
+		exe = dir + "/proc.test"
+		if err := os.WriteFile(exe, b, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		cred = &syscall.Credential{Uid: 65534, Gid: 65534}
+	}
+	holder := func(arg string) map[string]any {
+		cmd := exec.Command(exe)
+		cmd.Env = append(os.Environ(), fakeAgentEnv+"=environ-holder", fakeArgEnv+"="+arg, "DROVER_TOKEN=s3cret", "GORACE=atexit_sleep_ms=0")
+		cmd.Dir = "/"
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("holder %s: %v: %s", arg, err, out)
+		}
+		var said map[string]any
+		if err := json.Unmarshal(out, &said); err != nil {
+			t.Fatalf("holder %s said %q", arg, out)
+		}
+		return said
+	}
+	if said := holder("open"); said["secret"] != true {
+		t.Fatalf("without ProtectSelf the reader should see the token (the control): %v", said)
+	}
+	if said := holder("protect"); said["secret"] != false || said["read"] == "typed" {
+		t.Errorf("after ProtectSelf the reader still read drover's environment: %v", said)
+	}
+}
