@@ -93,6 +93,13 @@ func restrictAndExec(p Policy, path string, argv, env []string) error {
 	}
 	handled &= known(v)
 	attr := unix.LandlockRulesetAttr{Access_fs: handled}
+	if v >= 6 {
+		// Signals and abstract unix sockets are scoped to the domain: a
+		// contained process cannot signal drover, other runs or the user's
+		// shell, nor connect to an abstract socket made outside (SEC-5).
+		// Its own children share its domain, so it still signals them.
+		attr.Scoped = unix.LANDLOCK_SCOPE_SIGNAL | unix.LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET
+	}
 	r, _, errno := unix.Syscall(unix.SYS_LANDLOCK_CREATE_RULESET, uintptr(unsafe.Pointer(&attr)), unsafe.Sizeof(attr), 0)
 	if errno != 0 {
 		return fmt.Errorf("landlock_create_ruleset: %w", errno)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"strings"
@@ -13,6 +14,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/drover-run/drover/internal/contain"
 	"golang.org/x/sys/unix"
 )
 
@@ -29,6 +31,10 @@ const injected = "echo pwned\n"
 //     on what the agent says.
 //   - "tty-agent": an agent trying to type into drover's terminal: through
 //     /dev/tty and through each standard descriptor.
+//   - "reach": an agent signalling a process outside its run and
+//     connecting to an abstract unix socket made outside it.
+//   - "environ-holder", "environ-reader": a drover and its agent reading
+//     drover's environment from /proc.
 func runLinuxFake(mode string, out *bufio.Writer) (int, bool) {
 	switch mode {
 	case "tty-holder":
@@ -78,6 +84,19 @@ func runLinuxFake(mode string, out *bufio.Writer) (int, bool) {
 			return 1, true
 		}
 		out.Write(b)
+		return 0, true
+	case "reach": // signal the process arg, connect to the abstract socket arg
+		pid, name, _ := strings.Cut(os.Getenv(fakeArgEnv), ",")
+		said := map[string]string{"signal": "sent", "connect": "connected"}
+		if err := syscall.Kill(fakeArgInt(pid), 0); err != nil {
+			said["signal"] = err.Error()
+		}
+		if c, err := net.Dial("unix", "@"+name); err != nil {
+			said["connect"] = err.Error()
+		} else {
+			c.Close()
+		}
+		printJSON(out, said)
 		return 0, true
 	case "environ-reader":
 		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", os.Getppid()))
@@ -235,5 +254,52 @@ func TestSEC5_AgentCannotReadDroversEnvironment(t *testing.T) {
 	}
 	if said := holder("protect"); said["secret"] != false || said["read"] == "typed" {
 		t.Errorf("after ProtectSelf the reader still read drover's environment: %v", said)
+	}
+}
+
+// TestSEC5_ContainedCannotSignalOrReachOutside: a contained process cannot
+// signal a process outside its run (drover itself here) nor connect to an
+// abstract unix socket made outside it (Landlock ABI 6 scoping); an
+// uncontained one can, which shows the probe works.
+func TestSEC5_ContainedCannotSignalOrReachOutside(t *testing.T) {
+	needLandlock(t)
+	if contain.ABI() < 6 {
+		t.Skipf("Landlock ABI %d has no scoping (6 and later)", contain.ABI())
+	}
+	name := fmt.Sprintf("drover-proc-test-%d", os.Getpid())
+	ln, err := net.Listen("unix", "@"+name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	accepting := make(chan struct{})
+	defer func() { ln.Close(); <-accepting }()
+	go func() {
+		defer close(accepting)
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	for _, contained := range []bool{false, true} {
+		spec := fakeSpec(t, "reach", fmt.Sprintf("%d,%s", os.Getpid(), name))
+		if contained {
+			spec.Contain = &contain.Policy{Write: []string{t.TempDir()}}
+		}
+		p := startFake(t, context.Background(), spec)
+		items := within(t, hangBound, "Lines", func() []item { return collect(p) })
+		if len(items) != 1 || items[0].err != nil {
+			t.Fatalf("items %v", items)
+		}
+		var said struct{ Signal, Connect string }
+		if err := json.Unmarshal([]byte(items[0].line), &said); err != nil {
+			t.Fatal(err)
+		}
+		if contained && (said.Signal == "sent" || said.Connect == "connected") || !contained && (said.Signal != "sent" || said.Connect != "connected") {
+			t.Errorf("contained %v: %+v", contained, said)
+		}
+		p.Wait()
 	}
 }
