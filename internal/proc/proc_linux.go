@@ -2,9 +2,12 @@ package proc
 
 import (
 	"bytes"
+	"errors"
+	"fmt"
 	"os"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -177,12 +180,64 @@ func running(f [][]byte) bool {
 	return len(f) > 0 && len(f[0]) > 0 && f[0][0] != 'Z' && f[0][0] != 'X'
 }
 
-// ProtectSelf makes this process not dumpable, so that processes of the
-// same user without CAP_SYS_PTRACE — the agents drover runs, whether
-// contained or not — can neither read its /proc/<pid>/environ, mem or fd
-// (where drover's token and ledger address live) nor attach to it
-// (SEC-5). A program it starts is dumpable again once it execs. It costs
-// core dumps of drover itself.
-func ProtectSelf() error {
-	return unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0)
+// ProtectSelf keeps what this process holds from the agents it starts
+// (SEC-5). It makes the process not dumpable, so that processes of the
+// same user without CAP_SYS_PTRACE — agents, contained or not — can
+// neither read its /proc/<pid>/environ, mem or fd nor attach to it; a
+// program it starts is dumpable again once it execs. And since a process
+// with CAP_SYS_PTRACE (an agent of a drover run as root) reads any
+// process's environ, it blanks the variables hide names in the environment
+// block the kernel shows there; the process's own copy (os.Getenv) is
+// untouched. It costs core dumps of drover itself.
+func ProtectSelf(hide func(name, value string) bool) error {
+	// Blanked first: once not dumpable, /proc/self/mem belongs to root.
+	err := blankEnviron(hide)
+	return errors.Join(err, unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0))
+}
+
+// blankEnviron overwrites with NULs, in the environment block at the top
+// of this process's stack (what /proc/self/environ shows), each variable
+// hide names. Go copied the block at start-up, so nothing reads it again.
+func blankEnviron(hide func(name, value string) bool) error {
+	stat, err := os.ReadFile("/proc/self/stat")
+	if err != nil {
+		return err
+	}
+	// The fields after the command name, which may hold spaces; env_start
+	// and env_end are the 50th and 51st fields, 47th and 48th of these.
+	f := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
+	if len(f) < 49 {
+		return errors.New("/proc/self/stat: no env_start and env_end")
+	}
+	start, err1 := strconv.ParseInt(f[47], 10, 64)
+	end, err2 := strconv.ParseInt(f[48], 10, 64)
+	if err := errors.Join(err1, err2); err != nil || end <= start {
+		return fmt.Errorf("/proc/self/stat: env_start %s, env_end %s", f[47], f[48])
+	}
+	mem, err := os.OpenFile("/proc/self/mem", os.O_RDWR, 0)
+	if err != nil {
+		return err
+	}
+	defer mem.Close()
+	block := make([]byte, end-start)
+	if _, err := mem.ReadAt(block, start); err != nil {
+		return err
+	}
+	changed := false
+	for i := 0; i < len(block); {
+		n := bytes.IndexByte(block[i:], 0)
+		if n < 0 {
+			n = len(block) - i
+		}
+		if name, value, ok := strings.Cut(string(block[i:i+n]), "="); ok && hide(name, value) {
+			clear(block[i : i+n])
+			changed = true
+		}
+		i += n + 1
+	}
+	if !changed {
+		return nil
+	}
+	_, err = mem.WriteAt(block, start)
+	return err
 }

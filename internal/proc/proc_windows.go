@@ -28,4 +28,4 @@ func GroupAlive(int) bool { return false }
 func killTagged(string, time.Duration) bool { return true }
 
 // ProtectSelf does nothing on Windows.
-func ProtectSelf() error { return nil }
+func ProtectSelf(func(name, value string) bool) error { return nil }

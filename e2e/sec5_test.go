@@ -1,0 +1,62 @@
+package e2e
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/drover-run/drover"
+)
+
+// TestSEC5_AgentsFindNoDroverSecret: each real CLI, contained, runs a
+// shell command that dumps its environment and reads the environment of
+// every drover process from /proc. drover's own variables (its server
+// token, its ledger's address) and credentials meant for no vendor are in
+// neither, even run as root, which may read any process's environ;
+// drover's run id is (the dump worked).
+func TestSEC5_AgentsFindNoDroverSecret(t *testing.T) {
+	droverBin := buildDrover(t)
+	secrets := map[string]string{
+		"DROVER_TOKEN": "drover-token-s3cret", "DROVER_DB_PASSWORD": "db-s3cret", "PGPASSWORD": "pg-s3cret",
+		"GITHUB_TOKEN": "ghp-s3cret", "DATABASE_URL": "postgres://app:url-s3cret@db/app",
+	}
+	for _, agent := range []string{"claude", "codex", "gemini", "opencode"} {
+		t.Run(agent, func(t *testing.T) {
+			w := newContainWorld(t, droverBin, agent)
+			for k, v := range secrets {
+				w.env = append(w.env, k+"="+v)
+			}
+			w.env = append(w.env, "OPENAI_API_KEY=vendor-key", "ANTHROPIC_API_KEY=vendor-key", "GEMINI_API_KEY=vendor-key")
+			// No command substitution: Gemini CLI refuses to run it. "$$"
+			// is fakemodel's "$".
+			shell := `env > env.txt; for d in /proc/[0-9]*; do grep -qx drover $$d/comm 2>/dev/null && echo found $$d >> stolen.txt && tr '\0' '\n' < $$d/environ >> stolen.txt 2>&1; done; echo done >> stolen.txt`
+			script := w.write("script.json", fmt.Sprintf(`{"rules":[{"match":"dump","steps":[{"tools":[{"shell":%q}]},{"text":"dumped"}]}]}`, shell))
+			evs := w.run("--tier", "autonomous", "--contain", "--fakemodel-script", script, "dump the environment")
+			if d := doneOf(t, evs); d.Status != drover.StatusSuccess {
+				t.Fatalf("done %+v", d)
+			}
+			env, err := os.ReadFile(filepath.Join(w.ws, "env.txt"))
+			if err != nil {
+				t.Fatalf("no environment dumped: %v; the tool said %+v", err, payloads[drover.ToolResultPayload](evs))
+			}
+			stolen, _ := os.ReadFile(filepath.Join(w.ws, "stolen.txt"))
+			if !strings.Contains(string(env), "DROVER_RUN_ID=run_") || !strings.Contains(string(stolen), "found /proc/") {
+				t.Fatalf("the dumps did not run:\n%s\n%s", env, stolen)
+			}
+			for k, v := range secrets {
+				if strings.Contains(string(env), v) {
+					t.Errorf("the agent's environment holds %s", k)
+				}
+				if strings.Contains(string(stolen), v) {
+					t.Errorf("the agent read %s from a drover process's environment", k)
+				}
+			}
+			if strings.Contains(string(env), "DROVER_DB=") {
+				t.Errorf("the agent was told the ledger's address")
+			}
+			t.Logf("read %d bytes of a drover process's environment, no secret among them", len(stolen))
+		})
+	}
+}
