@@ -61,6 +61,12 @@ func public(r *http.Request) bool {
 	return false
 }
 
+// hasCookie reports whether r carries the dashboard's cookie.
+func hasCookie(r *http.Request) bool {
+	_, err := r.Cookie(CookieName)
+	return err == nil
+}
+
 // authorized reports whether r carries the token, as a bearer header or as
 // the dashboard's cookie.
 func (s *Server) authorized(r *http.Request) bool {
@@ -99,7 +105,12 @@ func (s *Server) handleLogin(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusNoContent)
 		return
 	}
+	if !s.guesses.mayTry(r) {
+		tooMany(w)
+		return
+	}
 	if subtle.ConstantTimeCompare([]byte(req.Token), []byte(s.cfg.Token)) != 1 {
+		s.guesses.wrong(r)
 		writeError(w, http.StatusUnauthorized, CodeUnauthorized, "wrong token")
 		return
 	}

@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/drover-run/drover"
 	"github.com/drover-run/drover/api"
@@ -159,3 +160,28 @@ func quote(s string) string {
 }
 
 func storeFilter() store.RunFilter { return store.RunFilter{} }
+
+// SEC-1: a client that presents wrong tokens — to the login endpoint or as
+// a bearer — is answered 429 after a burst, without its next token being
+// compared (even the right one), until it waits; a client that presents
+// none is not counted.
+func TestSEC1_WrongTokensAreRateLimited(t *testing.T) {
+	f := newFixture(t, server.Config{Token: "right"})
+	for range 5 {
+		f.fail(t, "GET", "/v1/runs", "", http.StatusUnauthorized, server.CodeUnauthorized) // no token: not a guess
+	}
+	for i := range 10 {
+		if i%2 == 0 {
+			f.fail(t, "POST", "/v1/login", `{"token":"guess"}`, http.StatusUnauthorized, server.CodeUnauthorized)
+		} else {
+			f.fail(t, "GET", "/v1/runs", "", http.StatusUnauthorized, server.CodeUnauthorized, "Authorization", "Bearer guess")
+		}
+	}
+	f.fail(t, "POST", "/v1/login", `{"token":"guess"}`, http.StatusTooManyRequests, server.CodeTooManyRequests)
+	f.fail(t, "GET", "/v1/runs", "", http.StatusTooManyRequests, server.CodeTooManyRequests, "Authorization", "Bearer right")
+	// One guess comes back a second later.
+	time.Sleep(1100 * time.Millisecond)
+	if code := f.do(t, "GET", "/v1/runs", "", nil, "Authorization", "Bearer right"); code != http.StatusOK {
+		t.Fatalf("the right token after waiting: %d", code)
+	}
+}

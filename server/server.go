@@ -36,6 +36,9 @@ const (
 	CodeUnauthorized = api.CodeUnauthorized
 	CodeForbidden    = "FORBIDDEN"
 	CodeTooLarge     = "REQUEST_TOO_LARGE"
+	// CodeTooManyRequests answers a client that presented too many wrong
+	// tokens (429).
+	CodeTooManyRequests = "TOO_MANY_REQUESTS"
 )
 
 // DefaultAddr is where drover serves HTTP unless told otherwise.
@@ -76,6 +79,8 @@ type Server struct {
 	h    http.Handler
 	done chan struct{}
 	once sync.Once
+	// guesses limits the wrong tokens each client presents.
+	guesses *guesses
 }
 
 // New returns a server of svc.
@@ -96,7 +101,7 @@ func New(svc api.Service, cfg Config) *Server {
 	if cfg.Ops == nil {
 		cfg.Ops = api.Ops
 	}
-	s := &Server{svc: svc, cfg: cfg, log: log, mux: http.NewServeMux(), done: make(chan struct{})}
+	s := &Server{svc: svc, cfg: cfg, log: log, mux: http.NewServeMux(), done: make(chan struct{}), guesses: newGuesses()}
 	s.routes()
 	cop := http.NewCrossOriginProtection()
 	cop.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
@@ -157,13 +162,26 @@ func (s *Server) routes() {
 
 // auth requires the token when one is configured: a bearer header, or the
 // dashboard's cookie (see handleLogin). The dashboard's files and the login
-// endpoint are public.
+// endpoint are public. A client that presented too many wrong tokens is
+// answered 429 until it waits (guesses).
 func (s *Server) auth(next http.Handler) http.Handler {
 	if s.cfg.Token == "" {
 		return next
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !public(r) && !s.authorized(r) {
+		if public(r) {
+			next.ServeHTTP(w, r)
+			return
+		}
+		presented := r.Header.Get("Authorization") != "" || hasCookie(r)
+		if presented && !s.guesses.mayTry(r) {
+			tooMany(w)
+			return
+		}
+		if !s.authorized(r) {
+			if presented {
+				s.guesses.wrong(r)
+			}
 			w.Header().Set("WWW-Authenticate", `Bearer realm="drover"`)
 			writeError(w, http.StatusUnauthorized, CodeUnauthorized, "missing or wrong bearer token")
 			return
