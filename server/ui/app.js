@@ -1,6 +1,6 @@
 // drover dashboard (PRO-4). Plain JavaScript, no build step, no network
 // beyond this server. Every string from the server is inserted as text,
-// never as HTML.
+// never as HTML, and inert (SEC-6): see inert and quote.
 'use strict';
 
 const $ = (id) => document.getElementById(id);
@@ -25,19 +25,52 @@ const state = {
 
 // ---- small helpers -------------------------------------------------------
 
+// The escape sequences a terminal would act on (CSI, OSC, DCS, SOS, PM,
+// APC, in their ESC and C1 forms, and the short ESC sequences), and the
+// controls: C0 but newline and tab, DEL, C1, and the bidirectional controls
+// that reorder what is shown.
+const SEQUENCE = /(?:\x1b\[|\x9b)[\x20-\x3f]*[\x40-\x7e]?|(?:\x1b\]|\x9d)[^\x07\x1b\x9c]*(?:\x07|\x1b\\|\x9c)?|(?:\x1b[PX^_]|[\x90\x98\x9e\x9f])[^\x1b\x9c]*(?:\x1b\\|\x9c)?|\x1b[\x20-\x2f]*[\x30-\x7e]?/g;
+const CONTROL = /[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]/g;
+
+// inert is text from a model or a vendor as the page shows it (SEC-6): the
+// sequences and controls above removed, as drover's terminal view does
+// (internal/termtext Strip). Every text el makes passes here.
+function inert(s) {
+  return String(s).replace(SEQUENCE, '').replace(CONTROL, '');
+}
+
+// quote is a command a person is asked about, shown exactly: nothing
+// removed, every control, format character (bidirectional controls,
+// zero-width characters) and line or paragraph separator shown as an
+// escape, as drover's terminal prompt does (internal/termtext Quote).
+function quote(s) {
+  return String(s).replace(/[\p{Cc}\p{Cf}\p{Zl}\p{Zp}]/gu, (c) => {
+    const cp = c.codePointAt(0);
+    switch (cp) {
+      case 0x1b: return '\\e';
+      case 0x0a: return '\\n';
+      case 0x09: return '\\t';
+      case 0x0d: return '\\r';
+    }
+    if (cp < 0x20 || cp === 0x7f) return '\\x' + cp.toString(16).padStart(2, '0');
+    if (cp > 0xffff) return '\\U' + cp.toString(16).padStart(8, '0');
+    return '\\u' + cp.toString(16).padStart(4, '0');
+  });
+}
+
 function el(tag, props, ...children) {
   const e = document.createElement(tag);
   for (const [k, v] of Object.entries(props || {})) {
     if (v === undefined || v === null || v === false) continue;
     if (k === 'class') e.className = v;
-    else if (k === 'text') e.textContent = v;
+    else if (k === 'text') e.textContent = inert(v);
     else if (k.startsWith('data-')) e.setAttribute(k, String(v));
     else if (k.startsWith('on')) e.addEventListener(k.slice(2), v);
     else e.setAttribute(k, String(v));
   }
   for (const c of children) {
     if (c === undefined || c === null || c === false) continue;
-    e.append(c instanceof Node ? c : document.createTextNode(String(c)));
+    e.append(c instanceof Node ? c : document.createTextNode(inert(c)));
   }
   return e;
 }
@@ -296,7 +329,7 @@ function runRow(r, depth) {
   const c = row.c;
   c.status.className = 'status s-' + label;
   c.status.textContent = label;
-  c.agent.textContent = cells[1];
+  c.agent.textContent = inert(cells[1]);
   c.agent.title = workerOf(r) ? 'run by worker ' + workerOf(r) : '';
   const promptKey = JSON.stringify([r.prompt, depth]);
   if (row.promptKey !== promptKey) {
@@ -315,8 +348,8 @@ function runRow(r, depth) {
 // fillPrompt shows a run's prompt in its cell, indented by its depth in
 // the tree.
 function fillPrompt(td, r, depth) {
-  td.title = r.prompt;
-  td.replaceChildren(...(depth ? [el('span', { class: 'branch', text: '↳ ' })] : []), r.prompt);
+  td.title = inert(r.prompt);
+  td.replaceChildren(...(depth ? [el('span', { class: 'branch', text: '↳ ' })] : []), inert(r.prompt));
   td.style.paddingLeft = (0.5 + depth * 1.25) + 'em'; // CSSOM: allowed by the CSP
 }
 
@@ -398,8 +431,8 @@ function renderDetailHead() {
   st.textContent = label;
   st.className = 'status s-' + label;
   st.dataset.status = r.status;
-  $('detail-prompt').textContent = r.prompt;
-  $('detail-error').textContent = r.error || '';
+  $('detail-prompt').textContent = inert(r.prompt);
+  $('detail-error').textContent = inert(r.error || '');
   cancel.hidden = !LIVE.has(r.status);
   $('steer').hidden = r.status !== 'running';
   $('interrupt').hidden = r.status !== 'running';
@@ -539,7 +572,7 @@ function render(tl, ev) {
       tl.delta = item('writing…', '');
       tl.list.append(tl.delta);
     }
-    tl.delta.querySelector('.body').append(p.delta || '');
+    tl.delta.querySelector('.body').append(inert(p.delta || ''));
     return;
   }
   if (tl.delta && (ev.type === 'text' || ev.type === 'done')) {
@@ -559,7 +592,7 @@ function render(tl, ev) {
       li = item('thinking', pre(p.summary, 'muted'));
       break;
     case 'tool_use': {
-      li = item('tool', el('strong', { text: p.toolName }), p.description ? ' ' + p.description : '',
+      li = item('tool', el('strong', { text: p.toolName }), p.description ? ' ' + quote(p.description) : '',
         pre(JSON.stringify(p.input ?? {}, null, 2), 'input'));
       tl.tools.set(p.toolUseId, p.toolName);
       break;
@@ -571,7 +604,7 @@ function render(tl, ev) {
         pre(p.output, 'output'));
       break;
     case 'permission_request':
-      li = item('asks', el('strong', { text: p.toolName }), ' ' + (p.description || p.reason || ''),
+      li = item('asks', el('strong', { text: p.toolName }), ' ' + quote(p.description || p.reason || ''),
         pre(JSON.stringify(p.input ?? {}, null, 2), 'input'));
       if (p.requestId) tl.requests.set(p.requestId, { req: p, answer: null });
       renderPending();
@@ -670,19 +703,20 @@ function requestItem(runId, req) {
     onclick: () => answer('allow', true, always) });
   const deny = el('button', { type: 'button', class: 'deny', text: 'Deny', onclick: () => answer('deny', false, deny) });
   const li = el('li', { class: 'request', 'data-request-id': req.requestId },
-    el('div', {}, el('span', { class: 'what', text: req.toolName + ': ' + (req.description || '') }), due),
+    el('div', {}, el('span', { class: 'what', text: req.toolName + ': ' + quote(req.description || '') }), due),
     callView(req.toolName, req.input || {}),
     el('div', { class: 'actions' }, allow, always, deny, msg), err);
   tickDue(due);
   return li;
 }
 
-// callView shows what a call would do: the command of a shell call, a
-// diff of an edit, the content of a write, else the input as JSON.
+// callView shows what a call would do: the command of a shell call
+// (exactly, see quote), a diff of an edit, the content of a write, else
+// the input as JSON.
 function callView(tool, input) {
   const str = (...keys) => keys.map((k) => input[k]).find((v) => typeof v === 'string' && v !== '');
   const cmd = str('command', 'cmd');
-  if (cmd) return el('pre', { class: 'command', text: '$ ' + cmd });
+  if (cmd) return el('pre', { class: 'command', text: '$ ' + quote(cmd) });
   const lines = (prefix, text, cls) => String(text).split('\n').map((l) => el('span', { class: cls, text: prefix + l + '\n' }));
   const path = str('file_path', 'path', 'filePath');
   if (input.old_string !== undefined || input.new_string !== undefined) {

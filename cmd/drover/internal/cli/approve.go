@@ -9,6 +9,7 @@ import (
 	"github.com/drover-run/drover"
 	"github.com/drover-run/drover/api"
 	"github.com/drover-run/drover/engine"
+	"github.com/drover-run/drover/internal/termtext"
 	"github.com/spf13/cobra"
 )
 
@@ -115,15 +116,33 @@ func pickRequest(run string, pending []drover.PermissionRequestPayload, args []s
 	return drover.PermissionRequestPayload{}, usagef("run %s has %d open requests; name one: %s", run, len(pending), strings.Join(ids, ", "))
 }
 
-// describeRequest is a request's one-line description.
+// describeRequest is a request's one-line description, as a person is
+// shown it: with what would act on a terminal shown as escapes
+// (termtext.Quote, SEC-6).
 func describeRequest(p drover.PermissionRequestPayload) string {
 	if p.Description != "" {
-		return p.Description
+		return termtext.Quote(p.Description)
 	}
 	if p.ToolName != "" {
-		return drover.DescribeCall(drover.ToolOther, p.ToolName, "")
+		return termtext.Quote(drover.DescribeCall(drover.ToolOther, p.ToolName, ""))
 	}
 	return "request"
+}
+
+// requestSubject is the exact subject of p's call (drover.CallSubject: its
+// command, path, URL or pattern, else its input as JSON) shown by
+// termtext.Quote, for when the description does not show it whole (a
+// description is cut short, its whitespace collapsed); "" when it does,
+// or p has no input.
+func requestSubject(p drover.PermissionRequestPayload) string {
+	if len(p.Input) == 0 {
+		return ""
+	}
+	s := termtext.Quote(drover.CallSubject(p.Input))
+	if strings.Contains(describeRequest(p), s) {
+		return ""
+	}
+	return s
 }
 
 // answerSource says who gave an answer: "the deadline", "rule allow:Read",

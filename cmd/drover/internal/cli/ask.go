@@ -11,6 +11,7 @@ import (
 
 	"github.com/drover-run/drover"
 	"github.com/drover-run/drover/api"
+	"github.com/drover-run/drover/internal/termtext"
 	"github.com/drover-run/drover/store"
 )
 
@@ -162,8 +163,12 @@ func (a *asker) prompt(q question) {
 	if q.req.Deadline > 0 {
 		wait = fmt.Sprintf(", denied in %s without an answer", time.Until(time.UnixMilli(q.req.Deadline)).Round(time.Second))
 	}
-	fmt.Fprintf(a.out, "%s  ? %s wants to: %s\n%s    allow? y(es), n(o) [MESSAGE], a(lways)%s: ",
-		label, q.req.ToolName, describeRequest(q.req), label, wait)
+	exact := ""
+	if s := requestSubject(q.req); s != "" {
+		exact = label + "    exactly: " + s + "\n"
+	}
+	fmt.Fprintf(a.out, "%s  ? %s wants to: %s\n%s%s    allow? y(es), n(o) [MESSAGE], a(lways)%s: ",
+		label, termtext.Quote(q.req.ToolName), describeRequest(q.req), exact, label, wait)
 }
 
 // parseAnswer reads a person's answer: y, yes, n, no, a, always, and after

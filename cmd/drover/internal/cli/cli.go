@@ -76,8 +76,10 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 // ctx is what the first signal does.
 func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	// Log records come from the supervisor's goroutines while a command
-	// writes its own messages: one lock keeps their lines whole.
-	stderr = &syncWriter{w: stderr}
+	// writes its own messages: one lock keeps their lines whole. Nothing
+	// drover writes there is a control sequence of its own, and errors
+	// carry vendors' words: all of it is stripped (SEC-6).
+	stderr = &syncWriter{w: inert{stderr}}
 	return (&env{stdin: stdin, stdout: stdout, stderr: stderr, log: slog.New(slog.DiscardHandler)}).run(ctx, args)
 }
 

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/drover-run/drover"
+	"github.com/drover-run/drover/internal/termtext"
 	"github.com/drover-run/drover/store"
 )
 
@@ -29,7 +30,11 @@ func printList[T any](e *env, asJSON bool, items []T, header []string, row func(
 	tw := tabwriter.NewWriter(e.stdout, 2, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, strings.Join(header, "\t"))
 	for _, it := range items {
-		fmt.Fprintln(tw, strings.Join(row(it), "\t"))
+		cells := row(it)
+		for i, c := range cells {
+			cells[i] = termtext.Strip(c)
+		}
+		fmt.Fprintln(tw, strings.Join(cells, "\t"))
 	}
 	return tw.Flush()
 }
@@ -108,6 +113,19 @@ func decodeStored(ev store.Event) (drover.Event, error) {
 	return d, nil
 }
 
+// inert is a writer of human output that holds no control sequences of
+// drover's own: each write is stripped (SEC-6) before it goes on to w. A
+// sequence split across two writes loses its start in the first and shows
+// the rest as text; writers of whole lines lose nothing.
+type inert struct{ w io.Writer }
+
+func (i inert) Write(p []byte) (int, error) {
+	if _, err := io.WriteString(i.w, termtext.Strip(string(p))); err != nil {
+		return 0, err
+	}
+	return len(p), nil
+}
+
 // isTerminal reports whether stream (stdin or stdout) is a terminal.
 func isTerminal(stream any) bool {
 	if sw, ok := stream.(*syncWriter); ok {
@@ -155,8 +173,12 @@ func newHuman(w io.Writer, multi, partial bool) *human {
 	return &human{w: w, multi: multi, partial: partial && !multi, color: color, inDelta: map[string]bool{}, labels: map[string]string{}}
 }
 
+// paint is what the human view shows of s: s stripped of everything a
+// terminal would act on (SEC-6), in colour code ("" for none). Every string
+// the view prints passes here.
 func (h *human) paint(code, s string) string {
-	if !h.color {
+	s = termtext.Strip(s)
+	if !h.color || code == "" {
 		return s
 	}
 	return "\x1b[" + code + "m" + s + "\x1b[0m"
@@ -189,7 +211,7 @@ func (h *human) print(ev drover.Event) error {
 	case drover.TextDeltaPayload:
 		if h.partial {
 			h.inDelta[ev.RunID] = true
-			_, err := io.WriteString(h.w, p.Delta)
+			_, err := io.WriteString(h.w, h.paint("", p.Delta))
 			return err
 		}
 	case drover.TextPayload:
@@ -199,7 +221,7 @@ func (h *human) print(ev drover.Event) error {
 			return err
 		}
 		for l := range strings.SplitSeq(strings.TrimRight(p.Content, "\n"), "\n") {
-			if err := h.line(ev, l); err != nil {
+			if err := h.line(ev, h.paint("", l)); err != nil {
 				return err
 			}
 		}
@@ -210,7 +232,8 @@ func (h *human) print(ev drover.Event) error {
 		if d == "" {
 			d = drover.DescribeCall(drover.ToolOther, p.ToolName, "")
 		}
-		return h.line(ev, h.paint("33", "  → "+d))
+		// The command a call runs is shown as it is, controls included.
+		return h.line(ev, h.paint("33", "  → "+termtext.Quote(d)))
 	case drover.ToolResultPayload:
 		switch p.Status {
 		case drover.ToolSuccess:

@@ -40,7 +40,7 @@ func newShowCmd(e *env) *cobra.Command {
 					return json.NewEncoder(e.stdout).Encode(map[string]any{"run": r, "children": children, "total": total,
 						"messages": msgs, "toolCalls": calls, "pending": pending})
 				}
-				w := e.stdout
+				w := inert{e.stdout}
 				fmt.Fprintf(w, "run       %s\nagent     %s\nstatus    %s", r.ID, r.Agent, r.Status)
 				if r.Error != "" {
 					fmt.Fprintf(w, " (%s)", r.Error)

@@ -39,7 +39,7 @@ func newWaitCmd(e *env) *cobra.Command {
 					if r.Error != "" {
 						line += " (" + r.Error + ")"
 					}
-					fmt.Fprintln(e.stdout, line)
+					fmt.Fprintln(inert{e.stdout}, line)
 				}
 				if failed {
 					return exitError{ExitFailure}
