@@ -49,7 +49,7 @@ func (a *Adapter) Prepare(req drover.Request) (*runner.Launch, error) {
 	}
 	args = append(args, user...)
 	// Written last: nothing after it can fail and leave the file behind.
-	mcpArgs, cleanup, err := writeMCPConfig(req.Options)
+	mcpArgs, cleanup, err := writeMCPConfig(req.Options, env)
 	if err != nil {
 		return nil, err
 	}

@@ -2,12 +2,17 @@ package claude
 
 import (
 	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
 	"maps"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 
 	"github.com/drover-run/drover"
+	"github.com/drover-run/drover/internal/runner"
 )
 
 // MCPConfig returns the document Claude's --mcp-config takes for
@@ -26,15 +31,80 @@ func MCPConfig(opts drover.Options) ([]byte, error) {
 	return json.Marshal(map[string]any{"mcpServers": servers})
 }
 
-// writeMCPConfig writes MCPConfig(opts) to a new file only its owner can
-// read and returns the arguments that name it, and the cleanup that
-// removes it; none of them without servers. A file rather than the JSON
-// on the command line: a server's headers and environment often hold
-// tokens, and a command line is visible to every user of the machine.
-func writeMCPConfig(opts drover.Options) (args []string, cleanup func(), err error) {
+// userMCPServers returns the MCP servers the user configured for Claude
+// Code themselves, as they are in the .claude.json of the config home env
+// names ($CLAUDE_CONFIG_DIR, else $HOME): user scope, and local scope for
+// the project cwd. Below autonomous Claude runs with no setting sources
+// (TierArgs), which drops them too (measured on 2.1.x: a call of their
+// tools fails "No such tool available"), so drover passes them back
+// (SEC-4). A workspace's .mcp.json stays unread there, like its settings.
+// nil in autonomous, or when there is no such file.
+func userMCPServers(opts drover.Options, env []string) (map[string]json.RawMessage, error) {
+	if opts.EffectiveTier() == drover.TierAutonomous {
+		return nil, nil
+	}
+	path := filepath.Join(runner.Getenv(env, "HOME"), ".claude.json")
+	if d := runner.Getenv(env, "CLAUDE_CONFIG_DIR"); d != "" {
+		path = filepath.Join(d, ".claude.json")
+	}
+	data, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var doc struct {
+		MCPServers map[string]json.RawMessage `json:"mcpServers"`
+		Projects   map[string]struct {
+			MCPServers map[string]json.RawMessage `json:"mcpServers"`
+		} `json:"projects"`
+	}
+	if err := json.Unmarshal(data, &doc); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	servers := doc.MCPServers
+	if cwd, err := filepath.Abs(opts.Cwd); err == nil {
+		if servers == nil {
+			servers = map[string]json.RawMessage{}
+		}
+		maps.Copy(servers, doc.Projects[cwd].MCPServers)
+	}
+	return servers, nil
+}
+
+// writeMCPConfig writes MCPConfig(opts), with the user's own servers
+// (userMCPServers) under it, to a new file only its owner can read and
+// returns the arguments that name it, and the cleanup that removes it;
+// none of them without servers. A file rather than the JSON on the
+// command line: a server's headers and environment often hold tokens, and
+// a command line is visible to every user of the machine.
+func writeMCPConfig(opts drover.Options, env []string) (args []string, cleanup func(), err error) {
+	user, err := userMCPServers(opts, env)
+	if err != nil {
+		return nil, nil, &drover.Error{Code: drover.CodeAdapterError, Message: "read the user's claude MCP servers", Err: err}
+	}
 	doc, err := MCPConfig(opts)
-	if err != nil || doc == nil {
+	if err != nil {
 		return nil, nil, err
+	}
+	if len(user) > 0 {
+		// The run's own servers win over the user's of the same name.
+		var run struct {
+			MCPServers map[string]json.RawMessage `json:"mcpServers"`
+		}
+		if doc != nil {
+			if err := json.Unmarshal(doc, &run); err != nil {
+				return nil, nil, err
+			}
+		}
+		maps.Copy(user, run.MCPServers)
+		if doc, err = json.Marshal(map[string]any{"mcpServers": user}); err != nil {
+			return nil, nil, err
+		}
+	}
+	if doc == nil {
+		return nil, nil, nil
 	}
 	fail := func(err error) ([]string, func(), error) {
 		return nil, nil, &drover.Error{Code: drover.CodeAdapterError, Message: "write claude MCP configuration", Err: err}
