@@ -87,6 +87,9 @@ func (s *cliSide) normalized(text string) string {
 		{`\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d)`, "TIME"},
 		{`\b\d+(\.\d+)?(ms|µs|s|m|h)\b`, "DUR"},
 		{`\b\d+(s|m|h|d) ago\b`, "AGO"},
+		// A table's columns are as wide as their widest cell, which the
+		// durations replaced above decide.
+		{` {2,}`, "  "},
 	} {
 		text = regexp.MustCompile(r.re).ReplaceAllString(text, r.with)
 	}
