@@ -365,7 +365,7 @@ func resume(t *testing.T, h Harness) {
 	o.Resume = first.ResumeToken
 	evs := w.run(context.Background(), "recall what I said", o)
 	if d := done(evs); d.Status != drover.StatusSuccess || d.ResumeToken == "" {
-		t.Fatalf("resumed run %+v", d)
+		t.Fatalf("resumed run %+v; errors %+v", d, Payloads[drover.ErrorPayload](evs))
 	}
 	if errs := Payloads[drover.ErrorPayload](evs); len(errs) != 0 {
 		t.Fatalf("a valid resume produced errors: %+v", errs)
