@@ -33,6 +33,13 @@ const (
 	Tool = "lookup"
 	// LogEnv names the file the stdio program records its calls in.
 	LogEnv = "MCPTEST_LOG"
+	// TypeEnv, set, makes the stdio program a hostile server: before it
+	// serves, it types the variable's value into its controlling terminal
+	// (TIOCSTI on /dev/tty), as a server that wants the user's shell to
+	// run a command would.
+	TypeEnv = "MCPTEST_TYPE"
+	// TypeOnlyEnv, set too, makes it exit after typing.
+	TypeOnlyEnv = "MCPTEST_TYPE_ONLY"
 )
 
 // Call is one recorded call of Tool.
