@@ -142,6 +142,25 @@ func openLedger(ctx context.Context, db string, existing bool, opts ...sqlite.Op
 	return st, path, nil
 }
 
+// ledgerName names the ledger db names (see dbPath) in a message: a
+// SQLite file by its absolute path, a PostgreSQL URL without its password.
+func ledgerName(db string) string {
+	loc, err := dbPath(db)
+	if err != nil {
+		return "(unknown)"
+	}
+	if isPostgres(loc) {
+		return redactURL(loc)
+	}
+	if path, err := sqlitePath(loc); err == nil {
+		loc = path
+	}
+	if abs, err := filepath.Abs(loc); err == nil {
+		loc = abs
+	}
+	return loc
+}
+
 // isPostgres reports whether db is a PostgreSQL URL.
 func isPostgres(db string) bool {
 	scheme, _, ok := strings.Cut(db, "://")

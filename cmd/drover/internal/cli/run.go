@@ -244,7 +244,7 @@ func runRun(ctx context.Context, e *env, f *runFlags, args []string) error {
 		cancelled, settled := false, false
 		for evs, err := range svc.Follow(bg, api.FollowParams{Runs: ids}) {
 			if err != nil {
-				return serviceError(err)
+				return e.recordError(ctx, f.db, err)
 			}
 			for _, ev := range evs {
 				if ask != nil {
@@ -277,7 +277,7 @@ func runRun(ctx context.Context, e *env, f *runFlags, args []string) error {
 		}
 		recs, err := svc.Await(bg, api.AwaitParams{Runs: ids})
 		if err != nil {
-			return serviceError(err)
+			return e.recordError(ctx, f.db, err)
 		}
 		statuses := map[string]drover.DoneStatus{}
 		for _, r := range recs.Runs {
@@ -285,6 +285,22 @@ func runRun(ctx context.Context, e *env, f *runFlags, args []string) error {
 		}
 		return exitFor(ctx, statuses)
 	})
+}
+
+// recordError says an error of following or awaiting drover run's runs:
+// one the ledger db could not record (LED-7) in one line naming the
+// ledger, with exit status 130 once a signal has cancelled ctx, else 1;
+// anything else as serviceError says it.
+func (e *env) recordError(ctx context.Context, db string, err error) error {
+	var ue *runs.UnrecordedError
+	if !errors.As(err, &ue) {
+		return serviceError(err)
+	}
+	fmt.Fprintf(e.stderr, "drover: run %s: could not write the ledger %s: %v\n", ue.RunID, ledgerName(db), ue.Err)
+	if ctx.Err() != nil {
+		return exitError{ExitInterrupted}
+	}
+	return exitError{ExitFailure}
 }
 
 // runGCPercent is `drover run`'s garbage collection target (GOGC) when the
