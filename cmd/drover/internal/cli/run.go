@@ -426,7 +426,7 @@ func planRun(ctx context.Context, e *env, f *runFlags, args []string, remote *se
 	if remote != nil {
 		return plan, checkRemote(ctx, remote, f, plan)
 	}
-	fork, sess, err := findInLedger(ctx, f.db, f.session, f.fork)
+	fork, sess, err := findInLedger(ctx, e, f.db, f.session, f.fork)
 	if err != nil {
 		return nil, err
 	}
@@ -513,7 +513,7 @@ func (f *runFlags) asking(e *env) (bool, error) {
 // findInLedger looks up the run to fork from and the session to continue,
 // where named, without creating the ledger: a ledger that does not exist
 // has neither.
-func findInLedger(ctx context.Context, db, session, fork string) (*store.Run, *store.Session, error) {
+func findInLedger(ctx context.Context, e *env, db, session, fork string) (*store.Run, *store.Session, error) {
 	if session == "" && fork == "" {
 		return nil, nil, nil
 	}
@@ -521,7 +521,7 @@ func findInLedger(ctx context.Context, db, session, fork string) (*store.Run, *s
 	if fork != "" {
 		kind, id = "run", fork
 	}
-	st, err := openExistingLedger(ctx, db)
+	st, err := e.openExistingLedger(ctx, db)
 	if errors.Is(err, errNoLedger) {
 		return nil, nil, notFound(kind, id, store.ErrNotFound)
 	}
