@@ -19,7 +19,9 @@ func (s *Supervisor) lookup(id string) *active {
 // Await blocks until every run in ids has ended and returns their records
 // in the same order (RUN-2). It answers for runs that ended long ago and
 // for runs owned by other processes (polling the ledger); many callers may
-// await the same run. It returns store.ErrNotFound for an unknown id.
+// await the same run. It returns store.ErrNotFound for an unknown id, and
+// an *UnrecordedError for a run of this supervisor that has ended but
+// whose end the ledger could not record.
 func (s *Supervisor) Await(ctx context.Context, ids ...string) ([]*store.Run, error) {
 	out := make([]*store.Run, 0, len(ids))
 	for _, id := range ids {
@@ -40,6 +42,9 @@ func (s *Supervisor) Await(ctx context.Context, ids ...string) ([]*store.Run, er
 				out = append(out, r)
 				break
 			}
+			if err := s.lostRecord(id); err != nil {
+				return nil, err // its end will never be in the ledger
+			}
 			select {
 			case <-ended:
 			case <-time.After(s.remotePoll()):
@@ -56,7 +61,9 @@ func (s *Supervisor) Await(ctx context.Context, ids ...string) ([]*store.Run, er
 // follows runs of other processes too: woken by a ledger that notifies
 // (PostgreSQL, runs/notify.go), else polling. A reader never slows the
 // run: it reads what was already persisted (for a run this process owns,
-// the latest of it from memory: see tail).
+// the latest of it from memory: see tail). A run of this supervisor that
+// ended with events or its end the ledger could not record ends with an
+// *UnrecordedError, after the events the ledger has (LED-7).
 func (s *Supervisor) Follow(ctx context.Context, id string, afterSeq int64) iter.Seq2[store.Event, error] {
 	return Flatten(s.FollowBatches(ctx, id, afterSeq))
 }
@@ -128,8 +135,18 @@ func (s *Supervisor) FollowBatches(ctx context.Context, id string, afterSeq int6
 				yield(nil, err)
 				return
 			}
-			if r.Status.Terminal() && r.LastSeq <= afterSeq {
-				return
+			if r.LastSeq <= afterSeq {
+				// Every event the ledger has was yielded. A run of this
+				// process that lost some to the ledger, or its end, is
+				// over all the same: waiting for the ledger to say so was
+				// a hang (LED-7).
+				if err := s.lostRecord(id); err != nil {
+					yield(nil, err)
+					return
+				}
+				if r.Status.Terminal() {
+					return
+				}
 			}
 			if wake == nil {
 				t := time.NewTimer(s.remotePoll())

@@ -39,9 +39,13 @@ func ownerAlive(owner string) bool {
 // gone as failed "engine restart", killing their recorded process groups if
 // still alive (RUN-6). owner is the calling process's owner name: runs
 // recorded under it come from a dead process that had the same pid. What
-// it does is logged to log at info level (nil: not logged). New calls it;
-// a command that reads the ledger without supervising calls it itself, so
-// what it shows of a dead drover's runs is already true.
+// it does is logged to log at info level (nil: not logged). A run it
+// cannot mark (a ledger that cannot be written: a full disk) is logged at
+// warn level and left as it is, its process group killed all the same:
+// what only reads the ledger must still work (LED-7). It fails only when
+// the ledger cannot be read. New calls it; a command that reads the ledger
+// without supervising calls it itself, so what it shows of a dead drover's
+// runs is already true.
 func Reconcile(ctx context.Context, st store.Store, owner string, log *slog.Logger) error {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -68,7 +72,7 @@ func reconcile(ctx context.Context, st store.Store, owner string, log *slog.Logg
 		case errors.Is(err, store.ErrConflict):
 			// It ended meanwhile: its owner was alive after all.
 		case err != nil:
-			return err
+			log.Warn("could not mark a run left by a dead drover failed: the ledger shows it as it was", "run", r.ID, "owner", r.Owner, "err", err)
 		default:
 			log.Info("marked a run left by a dead drover failed", "run", r.ID, "owner", r.Owner, "reason", store.ReasonEngineRestart)
 		}

@@ -185,8 +185,10 @@ func (r *recorder) record(ev drover.Event) {
 }
 
 // finish writes the run's end, its turn record and its session's new head
-// in one transaction (LED-3, LED-4).
-func (r *recorder) finish() {
+// in one transaction (LED-3, LED-4). It returns what the ledger could not
+// record of the run: the first event it failed, else the end; nil when it
+// has it all.
+func (r *recorder) finish() error {
 	if p := r.failed.Load(); p != nil {
 		r.ledger = *p
 	}
@@ -199,14 +201,17 @@ func (r *recorder) finish() {
 		f.Status, f.Error = store.StatusFailed, r.reason(res)
 	}
 	f.Messages, f.ToolCalls = r.turn.record(a.id, a.req.Prompt, r.durable)
-	if err := r.s.st.FinishRun(r.ctx, f); err != nil {
-		// Nobody waits for this answer: the run is over. Reconciliation
-		// marks it failed at the next start-up.
-		r.s.log.Error("ledger: could not record the run's end", "run", a.id, "status", f.Status, "err", err)
+	err := r.s.st.FinishRun(r.ctx, f)
+	if err != nil {
+		// Reconciliation marks it failed at the next start-up; until then
+		// only this process knows it has ended (Supervisor.lostRecord).
+		r.s.log.Warn("ledger: could not record the run's end", "run", a.id, "status", f.Status, "err", err)
 	}
 	if r.ledger != nil {
-		r.s.log.Error("ledger: the run was stopped because its events could not be recorded", "run", a.id, "err", r.ledger)
+		r.s.log.Warn("ledger: the run was stopped because its events could not be recorded", "run", a.id, "err", r.ledger)
+		return r.ledger
 	}
+	return err
 }
 
 // reason says why a run failed, in the ledger's words.

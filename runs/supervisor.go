@@ -44,9 +44,11 @@ type Config struct {
 	// Poll is how often runs owned elsewhere are checked (cross-process
 	// cancel, Await and Follow); 0 means 250 ms.
 	Poll time.Duration
-	// Logger receives what the supervisor cannot report to a caller: a
-	// ledger write that failed after a run started, runs reconciled at
-	// start-up. nil means none (quiet).
+	// Logger receives what the supervisor cannot report to a caller:
+	// ledger writes that failed after a run started (warn; Follow and
+	// Await also report those that lost a run's record), runs reconciled
+	// at start-up (info; warn for those it could not record). nil means
+	// none (quiet).
 	Logger *slog.Logger
 	// Env is added to the environment of every agent process a run
 	// starts (a run's own Options.Env wins over it), and EnvRunID with the
@@ -125,6 +127,24 @@ var (
 	ErrParentEnded = errors.New("parent run is not active")
 )
 
+// UnrecordedError is what Follow fails with for a run of this supervisor
+// that has ended with something the ledger could not record (a full disk,
+// a file system gone read-only): some of its events, or its end; and
+// Await, when it is the end (LED-7). The ledger keeps showing what it last
+// recorded of the run until a later drover reconciles it (RUN-6).
+type UnrecordedError struct {
+	RunID string
+	Err   error // the ledger's
+}
+
+// Error says which run and what the ledger said.
+func (e *UnrecordedError) Error() string {
+	return fmt.Sprintf("run %s has ended, but the ledger could not record it: %v", e.RunID, e.Err)
+}
+
+// Unwrap returns the ledger's error.
+func (e *UnrecordedError) Unwrap() error { return e.Err }
+
 // causes are why drover ended a run; their text is what the ledger records.
 var (
 	errCancelled   = errors.New(store.ReasonCancelled)
@@ -152,6 +172,11 @@ type Supervisor struct {
 	queue   []*active // pending runs in start order
 	running int
 	changed chan struct{} // closed and replaced when a run starts or ends
+
+	// unrecorded are the runs that ended with something the ledger
+	// could not record (*UnrecordedError): only this process knows they
+	// have ended when the ledger cannot say so.
+	unrecorded map[string]error
 
 	recorded signal  // fired whenever an event of any run is persisted
 	nested   *nested // the nested-run endpoint (runs/nested.go); nil when not served
@@ -239,7 +264,8 @@ func New(ctx context.Context, eng *engine.Engine, st store.Store, cfg Config) (*
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	s := &Supervisor{eng: eng, st: st, cfg: cfg, log: log, active: map[string]*active{}, changed: make(chan struct{})}
+	s := &Supervisor{eng: eng, st: st, cfg: cfg, log: log, active: map[string]*active{},
+		unrecorded: map[string]error{}, changed: make(chan struct{})}
 	if w, ok := st.(store.AsyncAppender); ok {
 		s.appendAsync = w.AppendAsync
 	} else {
@@ -543,9 +569,15 @@ func (s *Supervisor) scheduleLocked() {
 
 // execute runs one run to its end and records it.
 func (s *Supervisor) execute(a *active) {
+	var lost error // what the ledger could not record of the run
 	defer func() {
 		s.mu.Lock()
 		s.running--
+		// Under the same lock as leaving s.active, so that a follower
+		// never finds the run in neither.
+		if lost != nil {
+			s.unrecorded[a.id] = &UnrecordedError{RunID: a.id, Err: lost}
+		}
 		delete(s.active, a.id)
 		if a.parent != nil {
 			delete(a.parent.children, a.id)
@@ -599,7 +631,16 @@ func (s *Supervisor) execute(a *active) {
 	}
 	close(rec.pending)
 	pipeline.Wait()
-	rec.finish()
+	lost = rec.finish()
+}
+
+// lostRecord is the *UnrecordedError of id when it is a run of this
+// supervisor that ended with something the ledger could not record, else
+// nil.
+func (s *Supervisor) lostRecord(id string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.unrecorded[id]
 }
 
 // agentEnv is the environment a's agent processes get besides drover's

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"maps"
 	"os"
 	"path/filepath"
@@ -17,6 +18,7 @@ import (
 	"time"
 
 	"github.com/drover-run/drover"
+	"github.com/drover-run/drover/internal/private"
 )
 
 // Dir returns drover's configuration directory: $XDG_CONFIG_HOME/drover,
@@ -31,6 +33,42 @@ func Dir() (string, error) {
 		base = filepath.Join(home, ".config")
 	}
 	return filepath.Join(base, "drover"), nil
+}
+
+// WorkerIDFile returns the path of the file that keeps this machine's
+// worker id (drover worker): worker-id in Dir.
+func WorkerIDFile() (string, error) {
+	dir, err := Dir()
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(dir, "worker-id"), nil
+}
+
+// Keep keeps drover's configuration directory and the files drover writes
+// in it (the agents, profiles and worker id files) private to its user
+// (BND-3), as private.Keep does: one of another user is an error, a mode
+// something changed is set back to 0700 or 0600 and the repair logged to
+// log. Other files there are the user's, and left as they are. Without a
+// configuration directory (no HOME) there is nothing to keep.
+func Keep(log *slog.Logger) error {
+	dir, err := Dir()
+	if err != nil {
+		return nil
+	}
+	if err := private.Keep(dir, "config directory", log); err != nil {
+		return err
+	}
+	for _, file := range []func() (string, error){AgentsFile, ProfilesFile, WorkerIDFile} {
+		path, err := file()
+		if err != nil {
+			return err
+		}
+		if err := private.Keep(path, "config file", log); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // AgentsFile returns the path of the agents file: agents.json in Dir.

@@ -34,6 +34,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/url"
 	"runtime"
 	"sync"
@@ -42,6 +43,7 @@ import (
 	"modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
 
+	"github.com/drover-run/drover/internal/private"
 	"github.com/drover-run/drover/store"
 	"github.com/drover-run/drover/store/internal/batch"
 )
@@ -71,6 +73,7 @@ var (
 )
 
 type config struct {
+	log         *slog.Logger
 	busyTimeout time.Duration
 	syncFull    bool
 	readConns   int
@@ -81,6 +84,12 @@ type config struct {
 
 // Option tunes [Open].
 type Option func(*config)
+
+// WithLogger gives Open a logger for what it repairs: the mode of a
+// ledger file something changed (see Open). nil, the default, logs nothing.
+func WithLogger(log *slog.Logger) Option {
+	return func(c *config) { c.log = log }
+}
 
 // WithBusyTimeout sets how long a write waits for another process holding
 // the file's write lock before it fails with SQLITE_BUSY (default 30 s;
@@ -137,6 +146,14 @@ func WithReadConns(n int) Option {
 // opener applies each. Open fails if the file's schema is newer than this
 // binary knows. ctx bounds the opening only.
 //
+// The ledger holds what agents read and ran, and only its user may reach
+// it (BND-3): a new file is created with mode 0600 (SQLite gives its -wal
+// and -shm files the same), and Open refuses a file, -wal or -shm file of
+// another user and sets back to 0600 a mode something changed (with a
+// bit for group or others, or without the owner's read and write; a
+// contained agent can chmod what it cannot write), logging a warning
+// ([WithLogger]).
+//
 // The returned Store owns a batched event writer goroutine ([Store.Writer]);
 // Close stops it.
 func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
@@ -149,6 +166,9 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 	}
 	for _, o := range opts {
 		o(&cfg)
+	}
+	if err := keepPrivate(path, cfg.log); err != nil {
+		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
 	s := &Store{path: path, cfg: cfg}
 	syncMode := "NORMAL"
@@ -235,6 +255,21 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 
 	s.writer = newWriter(s)
 	return s, nil
+}
+
+// keepPrivate creates the ledger file at path with the mode of drover's
+// own files when missing, and keeps it and its -wal and -shm files private
+// (private.Keep).
+func keepPrivate(path string, log *slog.Logger) error {
+	if err := private.CreateFile(path); err != nil {
+		return err
+	}
+	for _, f := range []string{path, path + "-wal", path + "-shm"} {
+		if err := private.Keep(f, "ledger", log); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // escapePath makes path safe inside a file: URI (a '?' or '#' in a file

@@ -15,6 +15,7 @@ import (
 	"syscall"
 
 	"github.com/drover-run/drover/api"
+	"github.com/drover-run/drover/internal/config"
 	"github.com/drover-run/drover/internal/proc"
 	"github.com/spf13/cobra"
 )
@@ -146,6 +147,11 @@ cancellation.`,
 				return usagef("%s: %v", from, err)
 			}
 			e.log = log
+			// Every command reads drover's configuration (the agents
+			// file, at least); a run may have changed its mode (BND-3).
+			if err := config.Keep(log); err != nil {
+				return err
+			}
 			e.server = serverURL
 			if !cmd.Flags().Changed("server") {
 				e.server = os.Getenv(ServerEnv)

@@ -78,6 +78,18 @@ func fakeClaude(mode string) {
 	case "env": // says what a nested drover would need: its run, the ledger, the MCP config
 		said, _ := json.Marshal(map[string]any{"runId": os.Getenv("DROVER_RUN_ID"), "db": os.Getenv("DROVER_DB"), "args": os.Args[1:]})
 		out(initLine, textLine(string(said)), resultLine)
+	case "chmod": // sets the modes FAKE_CHMOD names ({"path": mode}), as any agent may (BND-3)
+		var modes map[string]os.FileMode
+		said := "chmod done"
+		if err := json.Unmarshal([]byte(os.Getenv("FAKE_CHMOD")), &modes); err != nil {
+			said = err.Error()
+		}
+		for p, m := range modes {
+			if err := os.Chmod(p, m); err != nil {
+				said = err.Error()
+			}
+		}
+		out(initLine, textLine(said), resultLine)
 	case "no-result":
 		out(initLine, textLine("partial answer"))
 	case "crash":

@@ -12,6 +12,7 @@ import (
 	"github.com/drover-run/drover/builtin"
 	"github.com/drover-run/drover/engine"
 	"github.com/drover-run/drover/internal/config"
+	"github.com/drover-run/drover/internal/private"
 	"github.com/drover-run/drover/runs"
 	"github.com/drover-run/drover/store"
 	"github.com/drover-run/drover/store/postgres"
@@ -48,7 +49,7 @@ func (e *env) withLedger(ctx context.Context, db string, cfg runs.Config, fn fun
 		// cache is 0.5 MB less of drover run's peak (PERF-2).
 		opts = append(opts, sqlite.WithWriteCache(512<<10))
 	}
-	st, loc, err := openLedger(ctx, db, false, opts...)
+	st, loc, err := e.openLedger(ctx, db, false, opts...)
 	if err != nil {
 		return err
 	}
@@ -90,8 +91,8 @@ var errNoLedger = errors.New("no ledger")
 
 // openExistingLedger opens the ledger named by db (see dbPath) if it
 // exists, and otherwise fails with an error wrapping errNoLedger.
-func openExistingLedger(ctx context.Context, db string) (store.Store, error) {
-	st, _, err := openLedger(ctx, db, true)
+func (e *env) openExistingLedger(ctx context.Context, db string) (store.Store, error) {
+	st, _, err := e.openLedger(ctx, db, true)
 	return st, err
 }
 
@@ -101,8 +102,11 @@ func openExistingLedger(ctx context.Context, db string) (store.Store, error) {
 // or a SQLite file (a path, relative or not, or a file: URL). A missing
 // ledger is created, unless existing is set: then there must be one (a
 // file, or a database with drover's schema), else the error wraps
-// errNoLedger.
-func openLedger(ctx context.Context, db string, existing bool, opts ...sqlite.Option) (store.Store, string, error) {
+// errNoLedger. A SQLite ledger's files, and its directory when it is
+// drover's state directory, are kept private (BND-3): a mode something
+// changed is repaired, with a warning in e's log; the user's own directory
+// of a ledger elsewhere is left as it is, as it may be shared.
+func (e *env) openLedger(ctx context.Context, db string, existing bool, opts ...sqlite.Option) (store.Store, string, error) {
 	loc, err := dbPath(db)
 	if err != nil {
 		return nil, "", err
@@ -125,6 +129,11 @@ func openLedger(ctx context.Context, db string, existing bool, opts ...sqlite.Op
 	if err != nil {
 		return nil, "", err
 	}
+	if dir, err := stateDir(); err == nil && sameDir(filepath.Dir(path), dir) {
+		if err := private.Keep(dir, "state directory", e.log); err != nil {
+			return nil, "", err
+		}
+	}
 	if existing {
 		if _, err := os.Stat(path); err != nil {
 			return nil, "", fmt.Errorf("%w at %s (runs are recorded by 'drover run'; or pass --db)", errNoLedger, path)
@@ -132,7 +141,7 @@ func openLedger(ctx context.Context, db string, existing bool, opts ...sqlite.Op
 	} else if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, "", fmt.Errorf("create ledger directory: %w", err)
 	}
-	st, err := sqlite.Open(ctx, path, opts...)
+	st, err := sqlite.Open(ctx, path, append(opts, sqlite.WithLogger(e.log))...)
 	if err != nil {
 		return nil, "", fmt.Errorf("open ledger %s: %w", path, err)
 	}
@@ -140,6 +149,35 @@ func openLedger(ctx context.Context, db string, existing bool, opts ...sqlite.Op
 		path = abs
 	}
 	return st, path, nil
+}
+
+// ledgerName names the ledger db names (see dbPath) in a message: a
+// SQLite file by its absolute path, a PostgreSQL URL without its password.
+func ledgerName(db string) string {
+	loc, err := dbPath(db)
+	if err != nil {
+		return "(unknown)"
+	}
+	if isPostgres(loc) {
+		return redactURL(loc)
+	}
+	if path, err := sqlitePath(loc); err == nil {
+		loc = path
+	}
+	if abs, err := filepath.Abs(loc); err == nil {
+		loc = abs
+	}
+	return loc
+}
+
+// sameDir reports whether a and b name one directory, however written.
+func sameDir(a, b string) bool {
+	fa, errA := os.Stat(a)
+	fb, errB := os.Stat(b)
+	if errA != nil || errB != nil {
+		return filepath.Clean(a) == filepath.Clean(b)
+	}
+	return os.SameFile(fa, fb)
 }
 
 // isPostgres reports whether db is a PostgreSQL URL.

@@ -244,7 +244,7 @@ func runRun(ctx context.Context, e *env, f *runFlags, args []string) error {
 		cancelled, settled := false, false
 		for evs, err := range svc.Follow(bg, api.FollowParams{Runs: ids}) {
 			if err != nil {
-				return serviceError(err)
+				return e.recordError(ctx, f.db, err)
 			}
 			for _, ev := range evs {
 				if ask != nil {
@@ -277,7 +277,7 @@ func runRun(ctx context.Context, e *env, f *runFlags, args []string) error {
 		}
 		recs, err := svc.Await(bg, api.AwaitParams{Runs: ids})
 		if err != nil {
-			return serviceError(err)
+			return e.recordError(ctx, f.db, err)
 		}
 		statuses := map[string]drover.DoneStatus{}
 		for _, r := range recs.Runs {
@@ -285,6 +285,22 @@ func runRun(ctx context.Context, e *env, f *runFlags, args []string) error {
 		}
 		return exitFor(ctx, statuses)
 	})
+}
+
+// recordError says an error of following or awaiting drover run's runs:
+// one the ledger db could not record (LED-7) in one line naming the
+// ledger, with exit status 130 once a signal has cancelled ctx, else 1;
+// anything else as serviceError says it.
+func (e *env) recordError(ctx context.Context, db string, err error) error {
+	var ue *runs.UnrecordedError
+	if !errors.As(err, &ue) {
+		return serviceError(err)
+	}
+	fmt.Fprintf(e.stderr, "drover: run %s: could not write the ledger %s: %v\n", ue.RunID, ledgerName(db), ue.Err)
+	if ctx.Err() != nil {
+		return exitError{ExitInterrupted}
+	}
+	return exitError{ExitFailure}
 }
 
 // runGCPercent is `drover run`'s garbage collection target (GOGC) when the
@@ -410,7 +426,7 @@ func planRun(ctx context.Context, e *env, f *runFlags, args []string, remote *se
 	if remote != nil {
 		return plan, checkRemote(ctx, remote, f, plan)
 	}
-	fork, sess, err := findInLedger(ctx, f.db, f.session, f.fork)
+	fork, sess, err := findInLedger(ctx, e, f.db, f.session, f.fork)
 	if err != nil {
 		return nil, err
 	}
@@ -497,7 +513,7 @@ func (f *runFlags) asking(e *env) (bool, error) {
 // findInLedger looks up the run to fork from and the session to continue,
 // where named, without creating the ledger: a ledger that does not exist
 // has neither.
-func findInLedger(ctx context.Context, db, session, fork string) (*store.Run, *store.Session, error) {
+func findInLedger(ctx context.Context, e *env, db, session, fork string) (*store.Run, *store.Session, error) {
 	if session == "" && fork == "" {
 		return nil, nil, nil
 	}
@@ -505,7 +521,7 @@ func findInLedger(ctx context.Context, db, session, fork string) (*store.Run, *s
 	if fork != "" {
 		kind, id = "run", fork
 	}
-	st, err := openExistingLedger(ctx, db)
+	st, err := e.openExistingLedger(ctx, db)
 	if errors.Is(err, errNoLedger) {
 		return nil, nil, notFound(kind, id, store.ErrNotFound)
 	}

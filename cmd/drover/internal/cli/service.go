@@ -73,7 +73,7 @@ func (e *env) withService(ctx context.Context, db string, create bool, cfg runs.
 	if create {
 		return e.withLedger(ctx, db, cfg, local)
 	}
-	st, loc, err := openLedger(ctx, db, true)
+	st, loc, err := e.openLedger(ctx, db, true)
 	if err != nil {
 		return err
 	}

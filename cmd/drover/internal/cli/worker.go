@@ -100,7 +100,7 @@ SIGINT or SIGTERM stops claiming, cancels the runs going on and exits 130.`,
 			defer stopFake()
 			wcfg := worker.Config{ID: id, Agents: agents, Labels: labels, Limit: limit, Lease: lease, Defaults: apply, Logger: e.log,
 				Profiles: resolveProfiles}
-			st, loc, err := openLedger(ctx, loc, false)
+			st, loc, err := e.openLedger(ctx, loc, false)
 			if err != nil {
 				return err
 			}
@@ -134,11 +134,10 @@ SIGINT or SIGTERM stops claiming, cancels the runs going on and exits 130.`,
 // workerID returns this machine's worker id, kept in drover's config
 // directory (worker-id), made on first use.
 func workerID() (string, error) {
-	dir, err := config.Dir()
+	path, err := config.WorkerIDFile()
 	if err != nil {
 		return "", err
 	}
-	path := filepath.Join(dir, "worker-id")
 	if b, err := os.ReadFile(path); err == nil {
 		if id := strings.TrimSpace(string(b)); id != "" {
 			return id, nil
@@ -150,7 +149,7 @@ func workerID() (string, error) {
 	b := make([]byte, 4)
 	_, _ = rand.Read(b)
 	id := host + "-" + hex.EncodeToString(b)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return "", fmt.Errorf("worker id: %w", err)
 	}
 	if err := os.WriteFile(path, []byte(id+"\n"), 0o600); err != nil {
@@ -211,7 +210,7 @@ ended on purpose) — and its last heartbeat.`,
 			if err != nil {
 				return err
 			}
-			st, err := openExistingLedger(ctx, loc)
+			st, err := e.openExistingLedger(ctx, loc)
 			if err != nil {
 				return err
 			}
