@@ -13,8 +13,9 @@ const Redacted = "[redacted]"
 
 // Redact returns a copy of o fit to record and show (SEC-3): the
 // endpoint's API key, the values of environment variables and MCP server
-// environment and headers whose names say they hold a credential, and
-// every value of a failover profile's environment, are replaced by
+// environment and headers whose names say they hold a credential or whose
+// value is a URL with a password (internal/secret), and every value of a
+// failover profile's environment, are replaced by
 // Redacted. o itself is unchanged; runs use it as it is.
 func Redact(o drover.Options) drover.Options {
 	redactMap := func(m map[string]string) map[string]string {
@@ -23,7 +24,7 @@ func Redact(o drover.Options) drover.Options {
 		}
 		out := make(map[string]string, len(m))
 		for k, v := range m {
-			if secret.Name(k) && v != "" {
+			if v != "" && (secret.Name(k) || secret.InURL(v)) {
 				v = Redacted
 			}
 			out[k] = v

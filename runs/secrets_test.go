@@ -24,10 +24,11 @@ func TestSEC3_NoSecretInTheLedger(t *testing.T) {
 		y(done("tok"), nil)
 	}}
 	f := newFixtureOn(t, openStore(t, path), runs.Config{}, spy)
-	secrets := []string{"sk-endpoint-4f1b", "sk-env-77aa", "ghp-token-0c3e"}
+	secrets := []string{"sk-endpoint-4f1b", "sk-env-77aa", "ghp-token-0c3e", "pg-pw-9d2e", "url-pw-51c0"}
 	id := f.start(t, runs.StartRequest{Agent: "spy", Prompt: "p", Options: drover.Options{
 		Endpoint: &drover.Endpoint{BaseURL: "http://127.0.0.1:1", APIKey: secrets[0]},
-		Env:      map[string]string{"ANTHROPIC_API_KEY": secrets[1], "GH_TOKEN": secrets[2], "LANG": "C"},
+		Env: map[string]string{"ANTHROPIC_API_KEY": secrets[1], "GH_TOKEN": secrets[2], "LANG": "C",
+			"PGPASSWORD": secrets[3], "DATABASE_URL": "postgres://app:" + secrets[4] + "@db/app"},
 	}})
 	r := f.await(t, id)[0]
 	if seen.Endpoint == nil || seen.Endpoint.APIKey != secrets[0] || seen.Env["GH_TOKEN"] != secrets[2] {
