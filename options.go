@@ -5,10 +5,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -140,6 +142,15 @@ type Options struct {
 	// where the kernel cannot; false never contains. The done event's
 	// metadata says what the run got (docs/security.md).
 	Contain *bool `json:"contain,omitempty"`
+	// Network restricts the TCP connections the contained vendor process,
+	// and everything it starts, may make (SEC-5; Landlock ABI 4): "" does
+	// not; NetworkAPIOnly allows only the model API's port (the
+	// endpoint's, else 443) and those of the run's HTTP MCP servers; a
+	// list of ports ("443,8080") allows those. A restriction needs
+	// containment: it contains a run that would not be, and is refused
+	// (UNSUPPORTED_OPTION) where it cannot be applied. Binding and UDP are
+	// not restricted.
+	Network string `json:"network,omitempty"`
 	// Failover, when set, is the run's failover chain (FAIL-1): the
 	// credential profiles, models and agents tried, in turn, when an
 	// attempt fails retryably before any tool ran (failover.go). Its
@@ -147,14 +158,67 @@ type Options struct {
 	Failover *Failover `json:"failover,omitempty"`
 }
 
+// NetworkAPIOnly is the Network that allows only the model API's port.
+const NetworkAPIOnly = "api-only"
+
 // Containment reports whether o asks for the vendor process to be
 // contained (see Contain), and whether it asks explicitly: Contain when
-// set; by default, every tier below autonomous.
+// set; else a Network restriction, which needs containment; by default,
+// every tier below autonomous.
 func (o Options) Containment() (on, explicit bool) {
 	if o.Contain != nil {
 		return *o.Contain, true
 	}
+	if o.Network != "" {
+		return true, true
+	}
 	return o.EffectiveTier() != TierAutonomous, false
+}
+
+// NetworkPorts returns the TCP ports o.Network allows connecting to, and
+// whether it restricts at all; an error for a Network that is neither
+// NetworkAPIOnly nor a list of ports.
+func (o Options) NetworkPorts() (ports []uint16, restricted bool, err error) {
+	switch o.Network {
+	case "":
+		return nil, false, nil
+	case NetworkAPIOnly:
+		api := "https://api.invalid"
+		if o.Endpoint != nil {
+			api = o.Endpoint.BaseURL
+		}
+		urls := []string{api}
+		for _, name := range slices.Sorted(maps.Keys(o.MCPServers)) {
+			if u := o.MCPServers[name].URL; u != "" {
+				urls = append(urls, u)
+			}
+		}
+		for _, raw := range urls {
+			u, err := url.Parse(raw)
+			if err != nil {
+				return nil, true, &Error{Code: CodeValidation, Message: fmt.Sprintf("network %s: %q: %v", o.Network, raw, err)}
+			}
+			port := u.Port()
+			if port == "" {
+				port = map[string]string{"http": "80", "ws": "80"}[u.Scheme]
+			}
+			if port == "" {
+				port = "443"
+			}
+			n, _ := strconv.ParseUint(port, 10, 16)
+			ports = append(ports, uint16(n))
+		}
+	default:
+		for f := range strings.SplitSeq(o.Network, ",") {
+			n, err := strconv.ParseUint(strings.TrimSpace(f), 10, 16)
+			if err != nil || n == 0 {
+				return nil, true, &Error{Code: CodeValidation, Message: fmt.Sprintf("network %q: want %q or a list of TCP ports such as \"443,8080\"", o.Network, NetworkAPIOnly)}
+			}
+			ports = append(ports, uint16(n))
+		}
+	}
+	slices.Sort(ports)
+	return slices.Compact(ports), true, nil
 }
 
 // WorkDirs returns the run's working directory and extra directories as
@@ -253,6 +317,12 @@ func (o Options) Validate() error {
 		if (r.Behavior != Allow && r.Behavior != Deny) || r.Tool == "" {
 			return &Error{Code: CodeValidation, Message: fmt.Sprintf("permission rule %q: want a behavior (allow or deny) and a tool", r.String())}
 		}
+	}
+	if _, _, err := o.NetworkPorts(); err != nil {
+		return err
+	}
+	if o.Contain != nil && !*o.Contain && o.Network != "" {
+		return &Error{Code: CodeValidation, Message: "network needs containment: it cannot go with contain false"}
 	}
 	if o.Fork && o.Resume == "" {
 		return &Error{Code: CodeValidation, Message: "fork needs a resume token to fork from"}

@@ -120,6 +120,13 @@ func (c *Confined) bound(ctx context.Context, p RunParams) (RunParams, error) {
 			yes := true
 			opts.Contain = &yes
 		}
+		switch {
+		case parent.network == "":
+		case opts.Network == "":
+			opts.Network = parent.network
+		case opts.Network != parent.network:
+			return p, Errorf(CodeBoundaryViolation, "run %s has network %q: a run started from inside it has the same (network %q is refused)", c.root, parent.network, opts.Network)
+		}
 		if err := parent.allowsConfigDir(c.root, opts); err != nil {
 			return p, err
 		}
@@ -157,6 +164,7 @@ func childOptions(o drover.Options) error {
 type rootBounds struct {
 	tier      drover.Tier
 	contained bool
+	network   string   // the root's Options.Network
 	write     []string // the directories the root may write
 }
 
@@ -176,6 +184,7 @@ func (c *Confined) rootBounds(ctx context.Context) (rootBounds, error) {
 		Cwd       string      `json:"cwd"`
 		AddDirs   []string    `json:"addDirs"`
 		ConfigDir string      `json:"configDir"`
+		Network   string      `json:"network"`
 	}
 	if len(g.Run.Options) > 0 {
 		if err := json.Unmarshal(g.Run.Options, &po); err != nil {
@@ -190,7 +199,8 @@ func (c *Confined) rootBounds(ctx context.Context) (rootBounds, error) {
 			b.tier = t
 		}
 	}
-	b.contained, _ = drover.Options{Tier: b.tier, Contain: po.Contain}.Containment()
+	b.contained, _ = drover.Options{Tier: b.tier, Contain: po.Contain, Network: po.Network}.Containment()
+	b.network = po.Network
 	cwd, dirs := drover.Options{Cwd: po.Cwd, AddDirs: po.AddDirs}.WorkDirs()
 	b.write = append([]string{cwd}, dirs...)
 	if po.ConfigDir != "" {

@@ -2,7 +2,9 @@ package e2e
 
 import (
 	"fmt"
+	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -59,4 +61,57 @@ func TestSEC5_AgentsFindNoDroverSecret(t *testing.T) {
 			t.Logf("read %d bytes of a drover process's environment, no secret among them", len(stolen))
 		})
 	}
+}
+
+// TestSEC5_NetworkAPIOnly: with --net api-only each real CLI still reaches
+// its model (fakemodel's port) but its shell cannot connect to another
+// local port; done lists the port allowed. Without it the same command
+// connects, so the test can fail. OpenCode, which reaches its own server
+// over a TCP port of the moment, refuses the option (UNSUPPORTED_OPTION).
+func TestSEC5_NetworkAPIOnly(t *testing.T) {
+	droverBin := buildDrover(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	port := ln.Addr().(*net.TCPAddr).Port
+	for _, agent := range []string{"claude", "codex", "gemini"} {
+		t.Run(agent, func(t *testing.T) {
+			w := newContainWorld(t, droverBin, agent)
+			shell := fmt.Sprintf(`(echo hi > /dev/tcp/127.0.0.1/%d) 2> dial.txt && echo connected > dial.txt; echo done >> dial.txt`, port)
+			script := w.write("script.json", fmt.Sprintf(`{"rules":[{"match":"dial","steps":[{"tools":[{"shell":%q}]},{"text":"dialed"}]}]}`, shell))
+			for _, restricted := range []bool{true, false} {
+				args := []string{"--tier", "autonomous", "--contain", "--fakemodel-script", script, "dial out"}
+				if restricted {
+					args = append([]string{"--net", "api-only"}, args...)
+				}
+				os.Remove(filepath.Join(w.ws, "dial.txt"))
+				evs := w.run(args...)
+				if d := doneOf(t, evs); d.Status != drover.StatusSuccess {
+					t.Fatalf("restricted %v: done %+v", restricted, d)
+				}
+				said, err := os.ReadFile(filepath.Join(w.ws, "dial.txt"))
+				if err != nil || !strings.Contains(string(said), "done") {
+					t.Fatalf("restricted %v: the command did not run: %q %v", restricted, said, err)
+				}
+				if connected := strings.Contains(string(said), "connected"); connected == restricted {
+					t.Errorf("restricted %v: the shell said %q", restricted, said)
+				}
+				md := evs[len(evs)-1].Metadata
+				if ports, _ := md["networkPorts"].([]any); restricted && len(ports) != 1 {
+					t.Errorf("done metadata %v, want one port", md)
+				}
+			}
+		})
+	}
+	t.Run("opencode", func(t *testing.T) {
+		w := newContainWorld(t, droverBin, "opencode")
+		cmd := exec.Command(w.drover, "run", "--json", "--db", w.db, "--cwd", w.ws, "-a", "opencode", "--net", "api-only", "--fakemodel", "hello")
+		cmd.Env = w.env
+		out, _ := cmd.CombinedOutput()
+		if !strings.Contains(string(out), "UNSUPPORTED_OPTION") || !strings.Contains(string(out), "network is not supported by opencode") {
+			t.Errorf("opencode with --net: %s", out)
+		}
+	})
 }

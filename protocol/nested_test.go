@@ -314,7 +314,8 @@ func TestMCP1_NestedConnectionIsConfinedToItsRun(t *testing.T) {
 }
 
 // TestMCP1_NestedTierDefaultsToTheParents: a child of a dry-run run that
-// names no tier is dry-run; of an autonomous contained run, contained.
+// names no tier is dry-run; of an autonomous run, supervised and
+// contained; an autonomous child is refused.
 func TestMCP1_NestedTierDefaultsToTheParents(t *testing.T) {
 	f := newNestedFixture(t)
 	ctx := context.Background()
@@ -346,24 +347,40 @@ func TestMCP1_NestedTierDefaultsToTheParents(t *testing.T) {
 			t.Errorf("child of %s: options %s", tc.parent.Tier, rs[0].Options)
 		}
 	}
-	// An autonomous child of an autonomous parent that was contained
-	// explicitly is contained too.
+	// An autonomous child, even of an autonomous parent, is the
+	// operator's to allow, which the nested socket's service never does
+	// (SEC-5).
 	_, token := f.hold(t, "contained autonomous", drover.Options{Tier: drover.TierAutonomous, Contain: &yes})
 	c, _ := f.dial(t, token)
-	s, err := c.Run(ctx, api.RunParams{Agent: "quick", Prompt: "1", Options: &drover.Options{Tier: drover.TierAutonomous}})
+	_, err := c.Run(ctx, api.RunParams{Agent: "quick", Prompt: "1", Options: &drover.Options{Tier: drover.TierAutonomous}})
+	if api.CodeOf(err) != api.CodeBoundaryViolation {
+		t.Errorf("an autonomous child through the nested socket: %v", err)
+	}
+}
+
+// TestMCP1_NestedNetworkIsTheParents: a child of a run whose network is
+// restricted gets the same restriction when it names none, and may not
+// name another (BOUNDARY_VIOLATION).
+func TestMCP1_NestedNetworkIsTheParents(t *testing.T) {
+	f := newNestedFixture(t)
+	ctx := context.Background()
+	_, token := f.hold(t, "restricted", drover.Options{Network: "443"})
+	c, _ := f.dial(t, token)
+	_, err := c.Run(ctx, api.RunParams{Agent: "quick", Prompt: "1", Options: &drover.Options{Network: "443,80"}})
+	if api.CodeOf(err) != api.CodeBoundaryViolation {
+		t.Fatalf("a child asking for another network: %v", err)
+	}
+	s, err := c.Run(ctx, api.RunParams{Agent: "quick", Prompt: "1"})
 	if err != nil {
-		// Containment asked for explicitly needs a kernel that can contain.
-		t.Skipf("contained autonomous child: %v", err)
+		// A restricted network needs a kernel that can contain.
+		t.Skipf("restricted child: %v", err)
 	}
 	rs, err := awaitIDs(ctx, c, s.RunID)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var o drover.Options
-	if err := json.Unmarshal(rs[0].Options, &o); err != nil {
-		t.Fatal(err)
-	}
-	if on, explicit := o.Containment(); !on || !explicit {
-		t.Errorf("autonomous child of a contained parent: options %s", rs[0].Options)
+	if err := json.Unmarshal(rs[0].Options, &o); err != nil || o.Network != "443" {
+		t.Errorf("the child's options %s, want network 443", rs[0].Options)
 	}
 }

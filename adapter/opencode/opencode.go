@@ -60,6 +60,13 @@ func (a *Adapter) Prepare(req drover.Request) (*runner.Launch, error) {
 	if err := checkToolFilter(opts); err != nil {
 		return nil, err
 	}
+	if opts.Network != "" {
+		// Measured on 1.18.33: its CLI reaches its own server over TCP on a
+		// port of the moment, which no list of ports can allow ("OpenCode
+		// service failure").
+		return nil, &drover.Error{Code: drover.CodeUnsupportedOption,
+			Message: "network is not supported by opencode: it talks to its own server over a TCP port chosen at start"}
+	}
 	if opts.PartialText && !live {
 		return nil, &drover.Error{Code: drover.CodeUnsupportedOption,
 			Message: "partialText is not supported by opencode run (whole parts only); it needs a run that can be answered (ACP)"}

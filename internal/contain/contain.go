@@ -59,6 +59,10 @@ type Policy struct {
 	// /etc, /proc, /dev, …) and the directory of the program it runs.
 	// nil: it may read everything.
 	Read []string `json:"read"`
+	// Net, when set, restricts TCP connections to the ports in Connect
+	// (Landlock ABI 4; binding and UDP stay free).
+	Net     bool     `json:"net,omitempty"`
+	Connect []uint16 `json:"connect,omitempty"`
 }
 
 // launch is what Var carries: the policy and the program to exec.
@@ -172,6 +176,9 @@ func runLauncher(v string) int {
 	return 126
 }
 
+// netABI is the first Landlock ABI that restricts TCP connections.
+const netABI = 4
+
 // Decision is what a run gets of containment (SEC-2): on, or off and why
 // ("off": the run asked for none; "autonomous": the default of that tier;
 // "vendor sandbox": the vendor sandboxes its commands itself in the run's
@@ -208,6 +215,10 @@ func Decide(opts drover.Options, caps drover.Capabilities, available func() erro
 			return Decision{}, &drover.Error{Code: drover.CodeUnsupportedOption, Message: "contain: this system cannot contain processes", Err: err}
 		}
 		return Decision{Reason: "landlock unavailable"}, nil
+	}
+	if opts.Network != "" && ABI() < netABI {
+		return Decision{}, &drover.Error{Code: drover.CodeUnsupportedOption, Message: fmt.Sprintf(
+			"network: this kernel's Landlock (ABI %d) cannot restrict connections (ABI %d and later)", ABI(), netABI)}
 	}
 	return Decision{On: true}, nil
 }

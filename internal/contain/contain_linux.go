@@ -93,6 +93,12 @@ func restrictAndExec(p Policy, path string, argv, env []string) error {
 	}
 	handled &= known(v)
 	attr := unix.LandlockRulesetAttr{Access_fs: handled}
+	if p.Net {
+		if v < netABI {
+			return fmt.Errorf("landlock ABI %d cannot restrict connections", v)
+		}
+		attr.Access_net = unix.LANDLOCK_ACCESS_NET_CONNECT_TCP
+	}
 	if v >= 6 {
 		// Signals and abstract unix sockets are scoped to the domain: a
 		// contained process cannot signal drover, other runs or the user's
@@ -127,6 +133,16 @@ func restrictAndExec(p Policy, path string, argv, env []string) error {
 			return err
 		}
 	}
+	for _, port := range p.Connect {
+		if !p.Net {
+			break
+		}
+		attr := netPortAttr{access: unix.LANDLOCK_ACCESS_NET_CONNECT_TCP, port: uint64(port)}
+		if _, _, errno := unix.Syscall6(unix.SYS_LANDLOCK_ADD_RULE, uintptr(ruleset), ruleNetPort,
+			uintptr(unsafe.Pointer(&attr)), 0, 0, 0); errno != 0 {
+			return fmt.Errorf("landlock_add_rule port %d: %w", port, errno)
+		}
+	}
 	// Required of an unprivileged restrict_self, and what keeps a
 	// contained program from gaining privileges by exec (set-user-ID).
 	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
@@ -137,6 +153,15 @@ func restrictAndExec(p Policy, path string, argv, env []string) error {
 	}
 	return syscall.Exec(path, argv, env)
 }
+
+// netPortAttr is the kernel's struct landlock_net_port_attr, and
+// ruleNetPort its rule type (x/sys does not have them yet).
+type netPortAttr struct {
+	access uint64
+	port   uint64
+}
+
+const ruleNetPort = 2
 
 // rule allows access beneath path.
 type rule struct {

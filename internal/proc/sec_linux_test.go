@@ -33,6 +33,7 @@ const injected = "echo pwned\n"
 //     /dev/tty and through each standard descriptor.
 //   - "reach": an agent signalling a process outside its run and
 //     connecting to an abstract unix socket made outside it.
+//   - "dial": an agent connecting to local TCP ports.
 //   - "environ-holder", "environ-reader": a drover and its agent reading
 //     drover's environment from /proc.
 func runLinuxFake(mode string, out *bufio.Writer) (int, bool) {
@@ -95,6 +96,18 @@ func runLinuxFake(mode string, out *bufio.Writer) (int, bool) {
 			said["connect"] = err.Error()
 		} else {
 			c.Close()
+		}
+		printJSON(out, said)
+		return 0, true
+	case "dial": // connect to each 127.0.0.1 port of the comma list arg
+		said := map[string]string{}
+		for _, port := range strings.Split(os.Getenv(fakeArgEnv), ",") {
+			said[port] = "connected"
+			if c, err := net.Dial("tcp", "127.0.0.1:"+port); err != nil {
+				said[port] = err.Error()
+			} else {
+				c.Close()
+			}
 		}
 		printJSON(out, said)
 		return 0, true
@@ -308,6 +321,51 @@ func TestSEC5_ContainedCannotSignalOrReachOutside(t *testing.T) {
 		}
 		if contained && (said.Signal == "sent" || said.Connect == "connected") || !contained && (said.Signal != "sent" || said.Connect != "connected") {
 			t.Errorf("contained %v: %+v", contained, said)
+		}
+		p.Wait()
+	}
+}
+
+// TestSEC5_ContainedNetworkPorts: a contained process whose policy
+// restricts the network connects to the ports it allows and to no other
+// (Landlock ABI 4); one without the restriction connects to both.
+func TestSEC5_ContainedNetworkPorts(t *testing.T) {
+	needLandlock(t)
+	if contain.ABI() < 4 {
+		t.Skipf("Landlock ABI %d cannot restrict connections (4 and later)", contain.ABI())
+	}
+	var ports []string
+	var ls []net.Listener
+	for range 2 {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ls = append(ls, ln)
+		ports = append(ports, fmt.Sprint(ln.Addr().(*net.TCPAddr).Port))
+	}
+	// The kernel completes connections to a listener's backlog without an
+	// Accept; closing the listeners ends them.
+	defer func() {
+		for _, ln := range ls {
+			ln.Close()
+		}
+	}()
+	allowed := uint16(ls[0].Addr().(*net.TCPAddr).Port)
+	for _, restricted := range []bool{false, true} {
+		spec := fakeSpec(t, "dial", strings.Join(ports, ","))
+		spec.Contain = &contain.Policy{Write: []string{t.TempDir()}, Net: restricted, Connect: []uint16{allowed}}
+		p := startFake(t, context.Background(), spec)
+		items := within(t, hangBound, "Lines", func() []item { return collect(p) })
+		if len(items) != 1 || items[0].err != nil {
+			t.Fatalf("items %v", items)
+		}
+		var said map[string]string
+		if err := json.Unmarshal([]byte(items[0].line), &said); err != nil {
+			t.Fatal(err)
+		}
+		if said[ports[0]] != "connected" || (said[ports[1]] == "connected") == restricted {
+			t.Errorf("restricted %v to port %s: %v", restricted, ports[0], said)
 		}
 		p.Wait()
 	}

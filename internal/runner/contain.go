@@ -22,14 +22,19 @@ const (
 	MetaContained = "contained"
 	// MetaContainment says why a run was not contained.
 	MetaContainment = "containment"
+	// MetaNetwork lists the TCP ports a contained run could connect to,
+	// when its Options.Network restricted them.
+	MetaNetwork = "networkPorts"
 )
 
 // containment is what an attempt does about containing its process: the
 // decision, and the run's own TMPDIR when contained.
 type containment struct {
 	on     bool
-	reason string // why not, when !on
-	tmp    string // the run's TMPDIR, removed by cleanup
+	reason string   // why not, when !on
+	tmp    string   // the run's TMPDIR, removed by cleanup
+	net    bool     // connections restricted to ports
+	ports  []uint16 // the ports allowed, when net
 }
 
 // decideContainment decides for a vendor with caps as the engine does
@@ -43,6 +48,10 @@ func decideContainment(opts drover.Options, caps drover.Capabilities) (*containm
 	if !d.On {
 		return &containment{reason: d.Reason}, nil
 	}
+	ports, net, err := opts.NetworkPorts()
+	if err != nil {
+		return nil, err
+	}
 	// The CLIs measured keep their temporary files under $TMPDIR, none
 	// under a hard-coded /tmp: a directory of the run's own keeps /tmp out
 	// of the write boundary and goes with the run.
@@ -50,7 +59,7 @@ func decideContainment(opts drover.Options, caps drover.Capabilities) (*containm
 	if err != nil {
 		return nil, &drover.Error{Code: drover.CodeAdapterError, Message: "contain: temporary directory", Err: err}
 	}
-	return &containment{on: true, tmp: tmp}, nil
+	return &containment{on: true, tmp: tmp, net: net, ports: ports}, nil
 }
 
 func (c *containment) cleanup() {
@@ -95,11 +104,11 @@ func (c *containment) policy(opts drover.Options, l *Launch) (*contain.Policy, e
 		}
 		write = append(write, f)
 	}
-	return &contain.Policy{Write: write}, nil
+	return &contain.Policy{Write: write, Net: c.net, Connect: c.ports}, nil
 }
 
 // stamp wraps yield so that the done event says whether the run was
-// contained, and if not, why.
+// contained, and if not, why; and the ports a restricted network allowed.
 func (c *containment) stamp(yield func(drover.Event, error) bool) func(drover.Event, error) bool {
 	return func(ev drover.Event, err error) bool {
 		if err == nil && ev.Type == drover.TypeDone {
@@ -110,6 +119,9 @@ func (c *containment) stamp(yield func(drover.Event, error) bool) func(drover.Ev
 			md[MetaContained] = c.on
 			if !c.on {
 				md[MetaContainment] = c.reason
+			}
+			if c.net {
+				md[MetaNetwork] = slices.Clone(c.ports)
 			}
 			ev.Metadata = md
 		}
