@@ -58,7 +58,7 @@ type runFlags struct {
 	envs            []string // --env KEY=VALUE, or KEY to pass drover's own value
 	contain         bool
 	noContain       bool
-	net             string // --net: api-only, or ports
+	net             string   // --net: api-only, or ports
 	profiles        []string // failover (docs/failover.md)
 	modelFallback   []string
 	fallback        []string
