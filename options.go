@@ -151,6 +151,13 @@ type Options struct {
 	// (UNSUPPORTED_OPTION) where it cannot be applied. Binding and UDP are
 	// not restricted.
 	Network string `json:"network,omitempty"`
+	// ContainReads limits what the contained vendor process, and
+	// everything it starts, may read to its write boundary, the system's
+	// directories, the programs on its PATH and the vendor's installation
+	// (SEC-5): drover's state, the user's other files and credentials are
+	// out of reach. It needs containment: it contains a run that would not
+	// be, and cannot go with contain false.
+	ContainReads bool `json:"containReads,omitempty"`
 	// Failover, when set, is the run's failover chain (FAIL-1): the
 	// credential profiles, models and agents tried, in turn, when an
 	// attempt fails retryably before any tool ran (failover.go). Its
@@ -163,13 +170,13 @@ const NetworkAPIOnly = "api-only"
 
 // Containment reports whether o asks for the vendor process to be
 // contained (see Contain), and whether it asks explicitly: Contain when
-// set; else a Network restriction, which needs containment; by default,
-// every tier below autonomous.
+// set; else a Network restriction or ContainReads, which need containment;
+// by default, every tier below autonomous.
 func (o Options) Containment() (on, explicit bool) {
 	if o.Contain != nil {
 		return *o.Contain, true
 	}
-	if o.Network != "" {
+	if o.Network != "" || o.ContainReads {
 		return true, true
 	}
 	return o.EffectiveTier() != TierAutonomous, false
@@ -321,8 +328,8 @@ func (o Options) Validate() error {
 	if _, _, err := o.NetworkPorts(); err != nil {
 		return err
 	}
-	if o.Contain != nil && !*o.Contain && o.Network != "" {
-		return &Error{Code: CodeValidation, Message: "network needs containment: it cannot go with contain false"}
+	if o.Contain != nil && !*o.Contain && (o.Network != "" || o.ContainReads) {
+		return &Error{Code: CodeValidation, Message: "network and containReads need containment: they cannot go with contain false"}
 	}
 	if o.Fork && o.Resume == "" {
 		return &Error{Code: CodeValidation, Message: "fork needs a resume token to fork from"}

@@ -115,3 +115,45 @@ func TestSEC5_NetworkAPIOnly(t *testing.T) {
 		}
 	})
 }
+
+// TestSEC5_ContainReads: with --contain-reads each real CLI still runs and
+// reads its workspace, but its shell cannot read drover's ledger nor a
+// file elsewhere in the home; without it, it reads both (the control).
+func TestSEC5_ContainReads(t *testing.T) {
+	droverBin := buildDrover(t)
+	for _, agent := range []string{"claude", "codex", "gemini", "opencode"} {
+		t.Run(agent, func(t *testing.T) {
+			w := newContainWorld(t, droverBin, agent)
+			secret := filepath.Join(w.home, "notes", "secret.txt")
+			os.MkdirAll(filepath.Dir(secret), 0o700)
+			if err := os.WriteFile(secret, []byte("s3cret-in-the-home\n"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(w.ws, "inside.txt"), []byte("the workspace\n"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			shell := fmt.Sprintf(`cat inside.txt > read.txt; cat %s >> read.txt 2>&1; head -c 15 %s >> read.txt 2>&1; echo; echo done >> read.txt`, secret, w.db)
+			script := w.write("script.json", fmt.Sprintf(`{"rules":[{"match":"read","steps":[{"tools":[{"shell":%q}]},{"text":"read"}]}]}`, shell))
+			for _, limited := range []bool{true, false} {
+				args := []string{"--tier", "autonomous", "--contain", "--fakemodel-script", script, "read around"}
+				if limited {
+					args = append([]string{"--contain-reads"}, args...)
+				}
+				evs := w.run(args...)
+				if d := doneOf(t, evs); d.Status != drover.StatusSuccess {
+					t.Fatalf("limited %v: done %+v", limited, d)
+				}
+				said, err := os.ReadFile(filepath.Join(w.ws, "read.txt"))
+				if err != nil || !strings.Contains(string(said), "the workspace") || !strings.Contains(string(said), "done") {
+					t.Fatalf("limited %v: the command did not run: %q %v", limited, said, err)
+				}
+				for _, leak := range []string{"s3cret-in-the-home", "SQLite format"} {
+					if strings.Contains(string(said), leak) == limited {
+						t.Errorf("limited %v: read %q: %s", limited, leak, said)
+					}
+				}
+				os.Remove(filepath.Join(w.ws, "read.txt"))
+			}
+		})
+	}
+}

@@ -82,7 +82,7 @@ func (c *containment) env(env []string) []string {
 // the vendor's own state (Launch.Writable). Writable directories that do
 // not exist yet are created, since creating them would need the parent
 // to be writable.
-func (c *containment) policy(opts drover.Options, l *Launch) (*contain.Policy, error) {
+func (c *containment) policy(opts drover.Options, l *Launch, path string) (*contain.Policy, error) {
 	if !c.on {
 		return nil, nil
 	}
@@ -104,7 +104,33 @@ func (c *containment) policy(opts drover.Options, l *Launch) (*contain.Policy, e
 		}
 		write = append(write, f)
 	}
-	return &contain.Policy{Write: write, Net: c.net, Connect: c.ports}, nil
+	pol := &contain.Policy{Write: write, Net: c.net, Connect: c.ports}
+	if opts.ContainReads {
+		pol.Read = installation(path, Getenv(l.Env, "PATH"))
+	}
+	return pol, nil
+}
+
+// installation is what a vendor run with a read boundary must still read
+// besides its write boundary and the system's directories: the programs on
+// its PATH (node, git, a toolchain in the home) and the vendor's own
+// installation, the outermost node_modules its program lies in (an npm
+// CLI's dependencies sit beside it there), else the program's directory.
+func installation(path, pathList string) []string {
+	var read []string
+	for _, d := range filepath.SplitList(pathList) {
+		if filepath.IsAbs(d) {
+			read = append(read, contain.Resolve(d))
+		}
+	}
+	prog := contain.Resolve(path)
+	root := filepath.Dir(prog)
+	for d := root; d != filepath.Dir(d); d = filepath.Dir(d) {
+		if filepath.Base(d) == "node_modules" {
+			root = d
+		}
+	}
+	return append(read, root)
 }
 
 // stamp wraps yield so that the done event says whether the run was

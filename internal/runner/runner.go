@@ -198,7 +198,7 @@ func (b *Base) attempt(ctx context.Context, path string, req drover.Request, yie
 	if l.Cleanup != nil {
 		defer l.Cleanup()
 	}
-	pol, err := c.policy(req.Options, l)
+	pol, err := c.policy(req.Options, l, path)
 	if err != nil {
 		yield(drover.Event{}, err)
 		return false

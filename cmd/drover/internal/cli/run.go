@@ -58,7 +58,8 @@ type runFlags struct {
 	envs            []string // --env KEY=VALUE, or KEY to pass drover's own value
 	contain         bool
 	noContain       bool
-	net             string   // --net: api-only, or ports
+	net             string // --net: api-only, or ports
+	containReads    bool
 	profiles        []string // failover (docs/failover.md)
 	modelFallback   []string
 	fallback        []string
@@ -122,6 +123,7 @@ usage error, 130 after SIGINT once every run has ended interrupted.`,
 	fl.BoolVar(&f.contain, "contain", false, "confine the agent and everything it starts to the workspace, --add-dir, its own state and a temporary directory with the kernel (Landlock), in any tier; refused where that cannot be (default: below autonomous, where it can)")
 	fl.BoolVar(&f.noContain, "no-contain", false, "do not confine the agent with the kernel (its tier still applies)")
 	fl.StringVar(&f.net, "net", "", `restrict the TCP connections the contained agent may make: "api-only" (the model API's port and the run's HTTP MCP servers') or ports "443,8080"; implies containment (docs/security.md)`)
+	fl.BoolVar(&f.containReads, "contain-reads", false, "let the contained agent read only its workspace, --add-dir, its own state, the system's directories, its PATH and its installation: not drover's state nor the rest of the home; implies containment (docs/security.md)")
 	fl.StringSliceVar(&f.profiles, "profile", nil, "credential profiles to run with, tried in turn when one is rate limited, overloaded or refused before any tool ran (comma-separated; see 'drover profiles')")
 	fl.StringSliceVar(&f.modelFallback, "model-fallback", nil, "models to try, in turn, once every profile failed with --model (comma-separated)")
 	fl.StringSliceVar(&f.fallback, "fallback", nil, "agents to try, in turn, once every profile and model failed (comma-separated, e.g. codex,gemini)")
@@ -368,7 +370,7 @@ func planRun(ctx context.Context, e *env, f *runFlags, args []string, remote *se
 		on := f.contain
 		opts.Contain = &on
 	}
-	opts.Network = f.net
+	opts.Network, opts.ContainReads = f.net, f.containReads
 	if opts.Cwd != "" && remote == nil {
 		if st, err := os.Stat(opts.Cwd); err != nil || !st.IsDir() {
 			return nil, usagef("--cwd %s is not a directory", opts.Cwd)
