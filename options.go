@@ -413,12 +413,19 @@ type Capabilities struct {
 	// boundary, a run is not contained by default, and asking for it is
 	// refused.
 	Contain []Tier `json:"contain,omitempty"`
+	// ContainLive lists the tiers in which drover can contain the vendor
+	// besides Contain, in a run that can be answered or steered
+	// (Request.Live) only: a vendor that sandboxes its own commands there
+	// when it runs headless, and runs them unsandboxed under the kernel's
+	// boundary when it can ask.
+	ContainLive []Tier `json:"containLive,omitempty"`
 }
 
-// Contains reports whether drover can contain the vendor in tier (see
-// Contain).
-func (c Capabilities) Contains(tier Tier) bool {
-	return c.Contain == nil || slices.Contains(c.Contain, tier)
+// Contains reports whether drover can contain the vendor in tier, in a run
+// that can be answered or steered (live) or one that cannot (see Contain
+// and ContainLive).
+func (c Capabilities) Contains(tier Tier, live bool) bool {
+	return c.Contain == nil || slices.Contains(c.Contain, tier) || live && slices.Contains(c.ContainLive, tier)
 }
 
 // Unsupported returns the first option in o that c cannot honour, as an

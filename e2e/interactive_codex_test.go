@@ -422,3 +422,61 @@ func uuidLike(s string) bool {
 	}
 	return true
 }
+
+// TestBND2_CodexApprovedCommandStaysInside: below autonomous no shell
+// command Codex runs writes outside the run's boundary, approved or not.
+// In a live supervised run a person approves `touch` of a file outside the
+// workspace: it runs once, contained, the kernel refuses the write, and
+// Codex neither asks again nor reruns it. Where Codex keeps its own
+// sandbox (live dry-run, headless supervised) its approval policy is
+// "never": nothing is asked, and the refused command is not rerun. The
+// uncontained live run shows what containment prevents, and that the
+// scenario can fail: Codex's sandbox refuses the approved command, and
+// Codex reruns it outside the sandbox, unasked; the file is made.
+func TestBND2_CodexApprovedCommandStaysInside(t *testing.T) {
+	no := false
+	for _, c := range []struct {
+		name    string
+		tier    drover.Tier
+		live    bool
+		contain *bool
+		meta    map[string]any // the done metadata wanted
+		asked   int32
+		status  drover.ToolStatus
+		escapes bool
+	}{
+		{"live supervised", drover.TierSupervised, true, nil, map[string]any{"contained": true}, 1, drover.ToolError, false},
+		{"live dry-run", drover.TierDryRun, true, nil, map[string]any{"contained": false, "containment": "vendor sandbox"}, 0, drover.ToolDenied, false},
+		{"headless supervised", drover.TierSupervised, false, nil, map[string]any{"contained": false, "containment": "vendor sandbox"}, 0, drover.ToolDenied, false},
+		{"live supervised uncontained", drover.TierSupervised, true, &no, map[string]any{"contained": false, "containment": "off"}, 1, drover.ToolSuccess, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			w := newCXWorld(t)
+			outside := filepath.Join(t.TempDir(), "outside.txt")
+			o, calls := w.answered(drover.PermissionDecision{Behavior: drover.Allow})
+			o.Tier, o.Contain = c.tier, c.contain
+			if !c.live {
+				o.CanUseTool = nil
+			}
+			evs := w.runCodex(context.Background(), "touch "+outside, o, nil)
+			d := doneOf(t, evs)
+			if d.Status != drover.StatusSuccess || d.Result != "touched "+outside {
+				t.Fatalf("done %+v", d)
+			}
+			if md := evs[len(evs)-1].Metadata; md["contained"] != c.meta["contained"] || md["containment"] != c.meta["containment"] {
+				t.Errorf("done metadata %v, want %v", md, c.meta)
+			}
+			reqs := payloads[drover.PermissionRequestPayload](evs)
+			if int32(len(reqs)) != c.asked || calls.Load() != c.asked || c.asked > 0 && reqs[0].Input["command"] != "touch "+outside {
+				t.Fatalf("permission requests %+v, callback called %d times; want the command asked %d times", reqs, calls.Load(), c.asked)
+			}
+			if _, err := os.Stat(outside); c.escapes != (err == nil) {
+				t.Fatalf("the file outside the workspace: %v, want made %v", err, c.escapes)
+			}
+			res := cxResults(evs, "exec_command")
+			if len(res) != 1 || res[0].Status != c.status {
+				t.Fatalf("tool_result %+v, want one %s", res, c.status)
+			}
+		})
+	}
+}

@@ -210,7 +210,7 @@ func (e *Engine) attempt(ctx context.Context, p *Plan, at attempt, prompt string
 				return
 			}
 			g.live = live
-			if caps.Permissions || caps.Steer || caps.Interrupt {
+			if takesLive(caps) {
 				req.Live = live
 			}
 		}

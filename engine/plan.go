@@ -59,6 +59,10 @@ type Defaults struct {
 	// ApprovalTimeout applies when Options.ApprovalTimeout is 0 and the
 	// agent can be asked (Capabilities.Permissions).
 	ApprovalTimeout time.Duration
+	// Live says that the runner gives every run a Control before it
+	// executes it (the supervisor does): the plan is made for a run that
+	// can be answered or steered, whatever the hooks it is resolved with.
+	Live bool
 }
 
 // Containment is what a run gets of kernel containment (SEC-2): on, or
@@ -131,13 +135,22 @@ func (p *Plan) Agents() []string {
 }
 
 // WithHooks returns the plan with h as its hooks, refusing a permission
-// callback its agent cannot honour.
+// callback its agent cannot honour, and containment it cannot have with
+// them (UNSUPPORTED_OPTION): whether a run can be answered or steered
+// decides where an agent that sandboxes its own commands headless can be
+// contained (contain.Decide).
 func (p *Plan) WithHooks(h Hooks) (*Plan, error) {
-	if h.CanUseTool != nil && !p.adapter.Capabilities().Permissions {
+	caps := p.adapter.Capabilities()
+	if h.CanUseTool != nil && !caps.Permissions {
 		return nil, &drover.Error{Code: drover.CodeUnsupportedOption, Message: "canUseTool (answering permission requests) is not supported by this agent"}
 	}
 	q := *p
 	q.req.Hooks = h
+	d, err := contain.Decide(q.req.Options, caps, q.live() && takesLive(caps), contain.Available)
+	if err != nil {
+		return nil, err
+	}
+	q.contain = Containment(d)
 	return &q, nil
 }
 
@@ -155,7 +168,13 @@ func (p *Plan) InSession(sid string) *Plan {
 // engine gives the adapter a Live.
 func (p *Plan) live() bool {
 	o, h := p.req.Options, p.req.Hooks
-	return h.Control != nil || h.CanUseTool != nil || o.ApprovalTimeout > 0 || len(o.PermissionRules) > 0
+	return p.req.Defaults.Live || h.Control != nil || h.CanUseTool != nil || o.ApprovalTimeout > 0 || len(o.PermissionRules) > 0
+}
+
+// takesLive reports whether an adapter with caps is given the Live of a
+// run that can be answered or steered.
+func takesLive(caps drover.Capabilities) bool {
+	return caps.Permissions || caps.Steer || caps.Interrupt
 }
 
 // Resolve turns req into a plan, or says why it cannot run, before
@@ -185,11 +204,7 @@ func (e *Engine) Resolve(req Request) (*Plan, error) {
 	if err := unsupported(caps, *o); err != nil {
 		return nil, err
 	}
-	d, err := contain.Decide(*o, caps, contain.Available)
-	if err != nil {
-		return nil, err
-	}
-	p.contain = Containment(d)
+	var err error
 	if p.attempts, err = e.chain(a, *o); err != nil {
 		return nil, err
 	}

@@ -525,9 +525,10 @@ func Check(eng *engine.Engine, req StartRequest, fork *store.Run, session *store
 	return eng.Resolve(engine.Request{Agent: req.Agent, Prompt: req.Prompt, Options: req.Options, Defaults: defaults})
 }
 
-// defaults are what the supervisor fills in of a run's options.
+// defaults are what the supervisor fills in of a run's options; every run
+// it executes gets a Control (CTL-1, CTL-3), so each is planned live.
 func (s *Supervisor) defaults() engine.Defaults {
-	return engine.Defaults{Timeout: s.cfg.DefaultTimeout, ApprovalTimeout: s.cfg.DefaultApprovalTimeout}
+	return engine.Defaults{Timeout: s.cfg.DefaultTimeout, ApprovalTimeout: s.cfg.DefaultApprovalTimeout, Live: true}
 }
 
 // Store returns the ledger the supervisor records in.

@@ -74,12 +74,15 @@ type LiveTierSettings struct {
 //
 //   - sandbox and dry-run: "never" and "read-only", as exec: nothing is
 //     ever asked, writes are refused (and hidden, see hidden.go);
-//   - supervised: "untrusted" and "workspace-write", with the network open
-//     to commands: Codex asks before every shell command (and escalation,
-//     MCP tool, edit); an approved command runs in the sandbox and, should
-//     the sandbox block it, again outside. Codex asks for every edit too:
-//     the conversation approves edits inside the workspace and AddDirs
-//     itself (see insideRoots) and asks a person for the rest;
+//   - supervised: "untrusted": Codex asks before every shell command (and
+//     escalation, MCP tool, edit); Codex asks for every edit too: the
+//     conversation approves edits inside the workspace and AddDirs itself
+//     (see insideRoots) and asks a person for the rest. Contained
+//     (opts.Containment, as the adapter kit resolves it), Codex's sandbox
+//     is "danger-full-access": an approved command runs once, under the
+//     kernel's boundary. Uncontained it is "workspace-write", with the
+//     network open to commands: an approved command runs in the sandbox
+//     and, should the sandbox block it, again outside, unasked;
 //   - autonomous: "on-request" and "danger-full-access": nothing is
 //     sandboxed, and what Codex still asks (MCP tools) is approved.
 func LiveTier(opts drover.Options) (LiveTierSettings, error) {
@@ -89,6 +92,11 @@ func LiveTier(opts drover.Options) (LiveTierSettings, error) {
 	case drover.TierDryRun:
 		return LiveTierSettings{ApprovalPolicy: "never", Sandbox: "read-only"}, nil
 	case drover.TierSupervised:
+		if contained, _ := opts.Containment(); contained {
+			// Codex's sandbox would break under Landlock, and its rerun of
+			// a blocked command outside it is what containment prevents.
+			return LiveTierSettings{ApprovalPolicy: "untrusted", Sandbox: "danger-full-access"}, nil
+		}
 		roots := make([]string, 0, len(opts.AddDirs))
 		for _, d := range addDirs(opts) {
 			roots = append(roots, tomlString(d))

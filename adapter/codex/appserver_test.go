@@ -17,13 +17,18 @@ import (
 const supLive = "-c sandbox_workspace_write.network_access=true -c sandbox_workspace_write.exclude_slash_tmp=true -c sandbox_workspace_write.exclude_tmpdir_env_var=true"
 
 // TestADP3_AppServerArgs: a live run gets exec's configuration as -c
-// overrides (the app-server has no -s, -m or --add-dir); AddDirs become
-// the supervised sandbox's writable roots, absolute.
+// overrides (the app-server has no -s, -m or --add-dir); uncontained,
+// AddDirs become the supervised sandbox's writable roots, absolute;
+// contained, supervised has no Codex sandbox to configure.
 func TestADP3_AppServerArgs(t *testing.T) {
+	no := false
 	adaptertest.Flags(t, func(o drover.Options, _ string) ([]string, error) { return AppServerArgs(o) }, []adaptertest.FlagCase{
-		{Name: "defaults are supervised", Options: drover.Options{}, Want: "app-server " + supLive + " -c sandbox_workspace_write.writable_roots=[]"},
+		{Name: "defaults are supervised, contained", Options: drover.Options{}, Want: "app-server"},
 		{Name: "model, add dirs, system prompt", Options: drover.Options{Model: "gpt-5.6-sol", Cwd: "/ws", AddDirs: []string{"/data", "more"}, SystemPrompt: "be brief"},
-			Want: "app-server " + supLive + ` -c sandbox_workspace_write.writable_roots=["/data","/ws/more"] -c model="gpt-5.6-sol" -c developer_instructions="be brief"`},
+			Want: `app-server -c model="gpt-5.6-sol" -c developer_instructions="be brief"`},
+		{Name: "uncontained supervised", Options: drover.Options{Contain: &no}, Want: "app-server " + supLive + " -c sandbox_workspace_write.writable_roots=[]"},
+		{Name: "uncontained add dirs", Options: drover.Options{Contain: &no, Cwd: "/ws", AddDirs: []string{"/data", "more"}},
+			Want: "app-server " + supLive + ` -c sandbox_workspace_write.writable_roots=["/data","/ws/more"]`},
 		{Name: "sandbox removes what it can", Options: drover.Options{Tier: drover.TierSandbox},
 			Want: `app-server -c features.shell_tool=false -c features.view_image=false -c features.goals=false -c web_search="disabled"`},
 		{Name: "dry-run and autonomous are thread settings only", Options: drover.Options{Tier: drover.TierAutonomous, DisallowedTools: []string{"view_image"}},
@@ -33,12 +38,15 @@ func TestADP3_AppServerArgs(t *testing.T) {
 	})
 	for tier, want := range map[drover.Tier][2]string{
 		drover.TierSandbox: {"never", "read-only"}, drover.TierDryRun: {"never", "read-only"},
-		drover.TierSupervised: {"untrusted", "workspace-write"}, drover.TierAutonomous: {"on-request", "danger-full-access"},
+		drover.TierSupervised: {"untrusted", "danger-full-access"}, drover.TierAutonomous: {"on-request", "danger-full-access"},
 	} {
 		lt, err := LiveTier(drover.Options{Tier: tier})
 		if err != nil || lt.ApprovalPolicy != want[0] || lt.Sandbox != want[1] {
 			t.Errorf("%s: %+v %v, want %v", tier, lt, err, want)
 		}
+	}
+	if lt, err := LiveTier(drover.Options{Contain: &no}); err != nil || lt.ApprovalPolicy != "untrusted" || lt.Sandbox != "workspace-write" {
+		t.Errorf("uncontained supervised: %+v %v", lt, err)
 	}
 	if _, err := AppServerArgs(drover.Options{Resume: "by-name"}); drover.CodeOf(err, "") != drover.CodeUnsupportedOption {
 		t.Errorf("a resume token that is no UUID: %v", err)

@@ -58,6 +58,7 @@ func TestCaptureAppServer(t *testing.T) {
 		{name: "live_thinking", prompt: "THINK"},
 		{name: "live_shell_allowed", prompt: "SHELL touch allowed.txt && echo made-it", answer: allow},
 		{name: "live_shell_denied", prompt: "SHELL touch denied.txt", answer: &drover.PermissionDecision{Behavior: drover.Deny, Message: "use the staging database"}},
+		{name: "live_shell_outside", prompt: "SHELL touch HOME/outside.txt", answer: allow},
 		{name: "live_shell_always", prompt: "TWICE echo again >> twice.txt", answer: &drover.PermissionDecision{Behavior: drover.Allow, Always: true}},
 		{name: "live_escalation", prompt: "ESC touch escalated.txt", answer: allow},
 		{name: "live_edit_inside", prompt: "WRITE inside.txt"},
@@ -124,6 +125,9 @@ type liveMeta struct {
 	Tier        string            `json:"tier"`
 	PartialText bool              `json:"partialText,omitempty"`
 	Resume      string            `json:"resume,omitempty"`
+	// Contained says whether the adapter kit ran codex contained (the
+	// Options.Contain its Prepare saw).
+	Contained bool `json:"contained"`
 	// Live are the inputs passed on, each after the number of lines of the
 	// stream translated before it.
 	Live   []liveStep `json:"live,omitempty"`
@@ -195,9 +199,13 @@ func (c liveCapture) capture(t *testing.T, bin, url, home, probe string) string 
 	for i := range args {
 		args[i] = scrub(args[i])
 	}
+	tmp := "/home/.codex/.tmp"
+	if rec.contained {
+		tmp = "/tmp/drover-run-…" // the run's own
+	}
 	meta := liveMeta{Mode: "app-server", Args: args, Env: map[string]string{"HOME": "/home", "CODEX_HOME": "/home/.codex",
-		"TMPDIR": "/home/.codex/.tmp", APIKeyEnv: "sk-fake"}, Prompt: scrub(prompt), Tier: string(opts.EffectiveTier()),
-		PartialText: c.partial, Resume: c.resume, Live: rec.live, RC: rec.exit.Code, Signal: rec.exit.Signal,
+		"TMPDIR": tmp, APIKeyEnv: "sk-fake"}, Prompt: scrub(prompt), Tier: string(opts.EffectiveTier()),
+		PartialText: c.partial, Resume: c.resume, Contained: rec.contained, Live: rec.live, RC: rec.exit.Code, Signal: rec.exit.Signal,
 		Stderr: scrub(rec.exit.StderrTail)}
 	for i, s := range meta.Live {
 		if a := s.Input.Answer; a != nil {
@@ -271,7 +279,8 @@ func (a *recordingAdapter) Prepare(req drover.Request) (*runner.Launch, error) {
 		return nil, fmt.Errorf("not a live run")
 	}
 	l.Args = append(l.Args, a.args...)
-	rec := &recorder{args: l.Args}
+	contained, _ := req.Options.Containment()
+	rec := &recorder{args: l.Args, contained: contained}
 	a.attempts = append(a.attempts, rec)
 	l.Translator = &recordingConv{conversation: conv, rec: rec}
 	return l, nil
@@ -279,12 +288,13 @@ func (a *recordingAdapter) Prepare(req drover.Request) (*runner.Launch, error) {
 
 // recorder is what crossed a conversation's stdin and stdout, in order.
 type recorder struct {
-	args   []string
-	recv   [][]byte
-	sent   []byte
-	live   []liveStep
-	exit   runner.Exit
-	thread string
+	args      []string
+	contained bool
+	recv      [][]byte
+	sent      []byte
+	live      []liveStep
+	exit      runner.Exit
+	thread    string
 }
 
 type recordingConv struct {

@@ -45,12 +45,19 @@ func (a *Adapter) Capabilities() drover.Capabilities {
 		Permissions: true, Steer: true, Interrupt: true,
 		Tiers:         drover.Tiers(),
 		MCPTransports: mcpTransports,
-		// Below autonomous Codex runs every command and patch in its own
-		// bubblewrap sandbox, whose mounts a Landlock domain denies
-		// (measured: every apply_patch failed, and its legacy Landlock
-		// fallback refuses restricted file systems): its sandbox holds the
-		// boundary there (docs/adapters/codex.md).
-		Contain: []drover.Tier{drover.TierAutonomous},
+		// Codex runs commands in its own bubblewrap sandbox, which a
+		// Landlock domain breaks (measured: bwrap cannot set up its user
+		// namespace, so every command fails, reads included; its legacy
+		// Landlock fallback refuses restricted file systems). In sandbox
+		// nothing runs in it (no shell; patches are refused before they
+		// run). A live supervised run turns it off and the kernel holds the
+		// boundary: Codex reruns an approved command its sandbox blocked
+		// outside the sandbox, unasked (LiveTier). Headless supervised and
+		// dry-run keep it: their approval policy is "never", so nothing is
+		// rerun, and it keeps their commands off the network
+		// (docs/adapters/codex.md).
+		Contain:     []drover.Tier{drover.TierSandbox, drover.TierAutonomous},
+		ContainLive: []drover.Tier{drover.TierSupervised},
 	}
 }
 

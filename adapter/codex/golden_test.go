@@ -25,6 +25,7 @@ type captureMeta struct {
 	Prompt          string     `json:"prompt"`
 	PartialText     bool       `json:"partialText"`
 	Resume          string     `json:"resume"`
+	Contained       bool       `json:"contained"`
 	Live            []liveStep `json:"live"`
 }
 
@@ -61,7 +62,7 @@ var goldenThreadRe = regexp.MustCompile(`"thread(?:_id|Id)":"([0-9a-f-]{36})"`)
 // it was run, with uestest.ConversationReplay: the inputs of m.Live, and
 // what was written compared byte for byte with <name>.sent.jsonl.
 func replayConv(t testing.TB, c uestest.Capture, s runner.Stamp, m captureMeta) runner.Translator {
-	opts := drover.Options{Tier: drover.Tier(m.Tier), PartialText: m.PartialText, Resume: m.Resume}
+	opts := drover.Options{Tier: drover.Tier(m.Tier), PartialText: m.PartialText, Resume: m.Resume, Contain: &m.Contained}
 	info := runInfo{resume: m.Resume != "", cwd: "/ws", tier: opts.EffectiveTier(), tools: offeredTools(opts),
 		removed: removedTools(opts), codexHome: rolloutHome(t, c)}
 	sent, err := os.ReadFile(c.Path + ".sent.jsonl")
@@ -155,10 +156,11 @@ func TestADP2_GoldenSemantics(t *testing.T) {
 		"live_thinking":            {Types: []drover.EventType{"init", "thinking", "text", "done"}, Status: drover.StatusSuccess},
 		"live_shell_allowed":       {Types: asked, Status: drover.StatusSuccess, ToolState: drover.ToolSuccess, ToolName: "exec_command", Usage: &drover.Usage{InputTokens: 20, OutputTokens: 10, ToolUses: 1, Turns: i64(2)}},
 		"live_shell_denied":        {Types: asked, Status: drover.StatusSuccess, ToolState: drover.ToolDenied, ToolName: "exec_command", Result: "understood the denial"},
+		"live_shell_outside":       {Types: asked, Status: drover.StatusSuccess, ToolState: drover.ToolError, ToolName: "exec_command"},
 		"live_shell_always":        {Types: append(slices.Clone(asked[:5]), "tool_use", "tool_result", "text", "done"), Status: drover.StatusSuccess, ToolState: drover.ToolSuccess, ToolName: "exec_command", Usage: &drover.Usage{InputTokens: 30, OutputTokens: 15, ToolUses: 2, Turns: i64(3)}},
 		"live_escalation":          {Types: asked, Status: drover.StatusSuccess, ToolState: drover.ToolSuccess, ToolName: "exec_command"},
 		"live_edit_inside":         {Types: []drover.EventType{"init", "tool_use", "codex:auto_approved", "tool_result", "codex:file_change", "text", "done"}, Status: drover.StatusSuccess, ToolState: drover.ToolSuccess, ToolName: "apply_patch"},
-		"live_edit_outside":        {Types: asked, Status: drover.StatusSuccess, ToolState: drover.ToolSuccess, ToolName: "apply_patch"},
+		"live_edit_outside":        {Types: asked, Status: drover.StatusSuccess, ToolState: drover.ToolError, ToolName: "apply_patch"},
 		"live_mcp_allowed":         {Types: asked, Status: drover.StatusSuccess, ToolState: drover.ToolSuccess, ToolName: "mcp__mcptest__lookup"},
 		"live_dryrun_patch_denied": {Types: []drover.EventType{"init", "text", "tool_use", "tool_result", "done"}, Status: drover.StatusSuccess, ToolState: drover.ToolDenied, ToolName: "apply_patch"},
 		"live_steer":               {Types: []drover.EventType{"init", "codex:turn_started", "drover:steer", "text", "done"}, Status: drover.StatusSuccess, Result: "the steer arrived"},

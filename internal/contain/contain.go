@@ -188,14 +188,15 @@ type Decision struct {
 	Reason string
 }
 
-// Decide applies Options.Contain for a vendor with caps on a kernel whose
-// ability available reports (Available, or a test's stand-in): an explicit
-// request that cannot be honoured is an UNSUPPORTED_OPTION error; the
-// default goes on uncontained where the kernel cannot, and in the tiers
-// where the vendor sandboxes its own commands (Capabilities.Contain). The
-// engine decides once per run with it and the adapter kit per process, so
-// both always agree.
-func Decide(opts drover.Options, caps drover.Capabilities, available func() error) (Decision, error) {
+// Decide applies Options.Contain for a vendor with caps, in a run that can
+// be answered or steered (live) or not, on a kernel whose ability
+// available reports (Available, or a test's stand-in): an explicit request
+// that cannot be honoured is an UNSUPPORTED_OPTION error; the default goes
+// on uncontained where the kernel cannot, and in the tiers where the
+// vendor sandboxes its own commands (Capabilities.Contain, ContainLive).
+// The engine decides once per run with it and the adapter kit per process,
+// so both always agree.
+func Decide(opts drover.Options, caps drover.Capabilities, live bool, available func() error) (Decision, error) {
 	on, explicit := opts.Containment()
 	tier := opts.EffectiveTier()
 	switch {
@@ -203,10 +204,14 @@ func Decide(opts drover.Options, caps drover.Capabilities, available func() erro
 		return Decision{Reason: "off"}, nil
 	case !on:
 		return Decision{Reason: string(drover.TierAutonomous)}, nil
-	case !caps.Contains(tier) && explicit:
-		return Decision{}, &drover.Error{Code: drover.CodeUnsupportedOption, Message: fmt.Sprintf(
-			"contain: in tier %s this agent sandboxes its commands itself, which cannot run contained", tier)}
-	case !caps.Contains(tier):
+	case !caps.Contains(tier, live) && explicit:
+		msg := fmt.Sprintf("contain: in tier %s this agent sandboxes its commands itself, which cannot run contained", tier)
+		if caps.Contains(tier, true) {
+			msg = fmt.Sprintf("contain: in tier %s this agent sandboxes its commands itself when nobody can answer it, which cannot run contained; "+
+				"a run that can be answered (a permission callback, an approval timeout or rules) can", tier)
+		}
+		return Decision{}, &drover.Error{Code: drover.CodeUnsupportedOption, Message: msg}
+	case !caps.Contains(tier, live):
 		// The vendor's own sandbox holds the boundary.
 		return Decision{Reason: "vendor sandbox"}, nil
 	}

@@ -302,32 +302,43 @@ func TestWithinAndResolve(t *testing.T) {
 // TestSEC2_Decide: asking for containment in a tier where the agent
 // sandboxes its commands itself, or on a kernel that cannot contain, is
 // UNSUPPORTED_OPTION; by default such a run goes on uncontained, saying
-// why; an explicit "no" and the autonomous tier are not contained.
+// why; an explicit "no" and the autonomous tier are not contained. An
+// agent that sandboxes its commands itself only headless (ContainLive) is
+// contained in a run that can be answered or steered.
 func TestSEC2_Decide(t *testing.T) {
 	yes, no := true, false
 	can := func() error { return nil }
 	cannot := func() error { return ErrUnavailable }
 	sandboxed := drover.Capabilities{Tiers: drover.Tiers(), Contain: []drover.Tier{drover.TierAutonomous}}
+	headless := drover.Capabilities{Tiers: drover.Tiers(), Contain: []drover.Tier{drover.TierAutonomous}, ContainLive: []drover.Tier{drover.TierSupervised}}
 	every := drover.Capabilities{Tiers: drover.Tiers()}
 	for _, c := range []struct {
 		name      string
 		o         drover.Options
 		caps      drover.Capabilities
+		live      bool
 		available func() error
 		want      Decision
 		refused   bool
 	}{
-		{"default", drover.Options{}, every, can, Decision{On: true}, false},
-		{"autonomous", drover.Options{Tier: drover.TierAutonomous}, every, can, Decision{Reason: "autonomous"}, false},
-		{"off", drover.Options{Contain: &no}, every, can, Decision{Reason: "off"}, false},
-		{"explicit autonomous", drover.Options{Tier: drover.TierAutonomous, Contain: &yes}, every, can, Decision{On: true}, false},
-		{"vendor sandbox", drover.Options{}, sandboxed, can, Decision{Reason: "vendor sandbox"}, false},
-		{"vendor sandbox asked", drover.Options{Contain: &yes}, sandboxed, can, Decision{}, true},
-		{"sandboxed vendor, autonomous asked", drover.Options{Tier: drover.TierAutonomous, Contain: &yes}, sandboxed, can, Decision{On: true}, false},
-		{"no landlock", drover.Options{}, every, cannot, Decision{Reason: "landlock unavailable"}, false},
-		{"no landlock asked", drover.Options{Contain: &yes}, every, cannot, Decision{}, true},
+		{"default", drover.Options{}, every, false, can, Decision{On: true}, false},
+		{"autonomous", drover.Options{Tier: drover.TierAutonomous}, every, false, can, Decision{Reason: "autonomous"}, false},
+		{"off", drover.Options{Contain: &no}, every, false, can, Decision{Reason: "off"}, false},
+		{"explicit autonomous", drover.Options{Tier: drover.TierAutonomous, Contain: &yes}, every, false, can, Decision{On: true}, false},
+		{"vendor sandbox", drover.Options{}, sandboxed, false, can, Decision{Reason: "vendor sandbox"}, false},
+		{"vendor sandbox live", drover.Options{}, sandboxed, true, can, Decision{Reason: "vendor sandbox"}, false},
+		{"vendor sandbox asked", drover.Options{Contain: &yes}, sandboxed, false, can, Decision{}, true},
+		{"sandboxed vendor, autonomous asked", drover.Options{Tier: drover.TierAutonomous, Contain: &yes}, sandboxed, false, can, Decision{On: true}, false},
+		{"headless-only sandbox, live", drover.Options{}, headless, true, can, Decision{On: true}, false},
+		{"headless-only sandbox, live asked", drover.Options{Contain: &yes}, headless, true, can, Decision{On: true}, false},
+		{"headless-only sandbox, headless", drover.Options{}, headless, false, can, Decision{Reason: "vendor sandbox"}, false},
+		{"headless-only sandbox, headless asked", drover.Options{Contain: &yes}, headless, false, can, Decision{}, true},
+		{"headless-only sandbox, live dry-run", drover.Options{Tier: drover.TierDryRun}, headless, true, can, Decision{Reason: "vendor sandbox"}, false},
+		{"headless-only sandbox, live, no landlock", drover.Options{}, headless, true, cannot, Decision{Reason: "landlock unavailable"}, false},
+		{"no landlock", drover.Options{}, every, false, cannot, Decision{Reason: "landlock unavailable"}, false},
+		{"no landlock asked", drover.Options{Contain: &yes}, every, false, cannot, Decision{}, true},
 	} {
-		d, err := Decide(c.o, c.caps, c.available)
+		d, err := Decide(c.o, c.caps, c.live, c.available)
 		if refused := drover.CodeOf(err, "") == drover.CodeUnsupportedOption; refused != c.refused || err != nil && !c.refused {
 			t.Errorf("%s: err %v, want refused %v", c.name, err, c.refused)
 		}

@@ -42,7 +42,8 @@ type Hooks interface {
 	// again, without Options.Resume, for the fresh attempt after a rejected
 	// resume. An error ends the run before the CLI starts (a *drover.Error
 	// gives its code); Launch.Cleanup is not called then, so Prepare undoes
-	// its own partial work.
+	// its own partial work. req.Options.Contain is set to whether this
+	// process runs contained (SEC-2): the decision, not the request.
 	Prepare(req drover.Request) (*Launch, error)
 }
 

@@ -37,11 +37,12 @@ type containment struct {
 	ports  []uint16 // the ports allowed, when net
 }
 
-// decideContainment decides for a vendor with caps as the engine does
-// (contain.Decide). A contained run gets a TMPDIR of its own, which the
-// caller removes with cleanup.
-func decideContainment(opts drover.Options, caps drover.Capabilities) (*containment, error) {
-	d, err := contain.Decide(opts, caps, containAvailable)
+// decideContainment decides for a vendor with caps, in a run that can be
+// answered or steered (live) or not, as the engine does (contain.Decide).
+// A contained run gets a TMPDIR of its own, which the caller removes with
+// cleanup.
+func decideContainment(opts drover.Options, caps drover.Capabilities, live bool) (*containment, error) {
+	d, err := contain.Decide(opts, caps, live, containAvailable)
 	if err != nil {
 		return nil, err
 	}

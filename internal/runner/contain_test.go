@@ -211,3 +211,55 @@ func TestSEC2_VendorSandbox(t *testing.T) {
 		t.Errorf("contained in autonomous, the vendor wrote outside: %v", err)
 	}
 }
+
+// liveOnly is the fake of a vendor that sandboxes its own commands in
+// supervised only when it runs headless (Capabilities.ContainLive), as
+// Codex does; saw collects the Options.Contain each Prepare got.
+type liveOnly struct {
+	*convHooks
+	saw *[]bool
+}
+
+func (h liveOnly) Capabilities() drover.Capabilities {
+	c := h.convHooks.Capabilities()
+	c.Contain, c.ContainLive = []drover.Tier{drover.TierAutonomous}, []drover.Tier{drover.TierSupervised}
+	return c
+}
+
+func (h liveOnly) Prepare(req drover.Request) (*Launch, error) {
+	*h.saw = append(*h.saw, req.Options.Contain != nil && *req.Options.Contain)
+	return h.convHooks.Prepare(req)
+}
+
+// TestSEC2_ContainedOnlyLive: a vendor that sandboxes its own commands
+// only headless is contained in a run that can be answered or steered (its
+// write outside the workspace fails), goes on in its own sandbox headless
+// (done says "vendor sandbox"), and is refused containment asked for
+// headless; its Prepare sees the decision as Options.Contain.
+func TestSEC2_ContainedOnlyLive(t *testing.T) {
+	needLandlock(t)
+	ws := t.TempDir()
+	out := filepath.Join(t.TempDir(), "out")
+	var saw []bool
+	hooks := func() liveOnly {
+		return liveOnly{&convHooks{mode: "write", launch: func(l *Launch) { l.Env = append(l.Env, fakeArgEnv+"="+out) }}, &saw}
+	}
+	evs, _ := converseWith(t, hooks(), 0, drover.Options{Cwd: ws}, engine.Hooks{Control: engine.NewControl()}, nil)
+	if md := doneMeta(t, evs); md["contained"] != true {
+		t.Errorf("live: done metadata %v", md)
+	}
+	if _, err := os.Stat(out); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("contained live, the vendor wrote outside: %v", err)
+	}
+	evs, _ = converseWith(t, hooks(), 0, drover.Options{Cwd: ws}, engine.Hooks{}, nil)
+	if md := doneMeta(t, evs); md["contained"] != false || md["containment"] != "vendor sandbox" {
+		t.Errorf("headless: done metadata %v", md)
+	}
+	evs, pid := converseWith(t, hooks(), 0, drover.Options{Cwd: ws, Contain: ptr(true)}, engine.Hooks{}, nil)
+	if p, _ := evs[0].Payload.(drover.ErrorPayload); pid != 0 || p.Code != drover.CodeUnsupportedOption {
+		t.Errorf("asked headless: pid %d, %v %+v", pid, types(evs), p)
+	}
+	if fmt.Sprint(saw) != "[true false]" {
+		t.Errorf("Prepare saw Options.Contain %v, want [true false]", saw)
+	}
+}

@@ -183,13 +183,16 @@ func (b *Base) run(ctx context.Context, req drover.Request, yield func(drover.Ev
 // stdin is closed.
 func (b *Base) attempt(ctx context.Context, path string, req drover.Request, yield func(drover.Event, error) bool) (resumeRejected bool) {
 	id := b.spec.ID
-	c, err := decideContainment(req.Options, b.hooks.Capabilities())
+	c, err := decideContainment(req.Options, b.hooks.Capabilities(), req.Live != nil)
 	if err != nil {
 		yield(drover.Event{}, err)
 		return false
 	}
 	defer c.cleanup()
 	yield = c.stamp(yield)
+	// Prepare sees the decision, not the request: a vendor that sandboxes
+	// its own commands hands that to the kernel only when contained.
+	req.Options.Contain = &c.on
 	l, err := b.hooks.Prepare(req)
 	if err != nil {
 		yield(drover.Event{}, err)

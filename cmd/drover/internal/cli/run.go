@@ -453,7 +453,8 @@ func planRun(ctx context.Context, e *env, f *runFlags, args []string, remote *se
 		if plan.asks[a] && asking && f.approvalTimeout < 0 {
 			o.ApprovalTimeout = defaultAskTimeout // asked here: the check sees the timeout the run will have
 		}
-		_, err := runs.Check(eng, runs.StartRequest{Agent: a, Prompt: prompt, Options: o, ForkFrom: f.fork}, fork, sess, engine.Defaults{})
+		// Planned live, as the supervisor plans every run it executes.
+		_, err := runs.Check(eng, runs.StartRequest{Agent: a, Prompt: prompt, Options: o, ForkFrom: f.fork}, fork, sess, engine.Defaults{Live: true})
 		if err != nil {
 			return nil, preflightError(f, a, err)
 		}
