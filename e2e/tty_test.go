@@ -2,16 +2,14 @@ package e2e
 
 import (
 	"encoding/json"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 
 	"github.com/drover-run/drover/internal/testkit/mcptest"
-	"golang.org/x/sys/unix"
+	"github.com/drover-run/drover/internal/testkit/ptytest"
 )
 
 // TestSEC5_MCPServerCannotTypeIntoTheTerminal: drover run, in a terminal,
@@ -24,22 +22,15 @@ import (
 func TestSEC5_MCPServerCannotTypeIntoTheTerminal(t *testing.T) {
 	const typed = "touch /tmp/drover-pwned\n"
 	probe := mcptest.Build(t)
-	tty := openPTY(t)
-	// inQueue is how many bytes wait in the terminal's input.
-	inQueue := func() int {
-		n, err := unix.IoctlGetInt(int(tty.Fd()), unix.TIOCINQ)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return n
-	}
+	tty := ptytest.Open(t)
+	inQueue := func() int { return ptytest.InQueue(t, tty) }
 	// inTerminal runs cmd with the terminal as its controlling terminal
 	// and standard input.
 	inTerminal := func(cmd *exec.Cmd) string {
 		cmd.Stdin = tty
 		var out strings.Builder
 		cmd.Stdout, cmd.Stderr = &out, &out
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
+		cmd.SysProcAttr = ptytest.AsControlling()
 		if err := cmd.Run(); err != nil {
 			t.Fatalf("%s: %v\n%s", cmd.Path, err, out.String())
 		}
@@ -73,28 +64,4 @@ func TestSEC5_MCPServerCannotTypeIntoTheTerminal(t *testing.T) {
 		tty.Read(b)
 		t.Errorf("an MCP server typed %q into drover's terminal", b)
 	}
-}
-
-// openPTY returns the terminal end of a new pseudo-terminal; both ends are
-// closed with the test.
-func openPTY(t *testing.T) *os.File {
-	t.Helper()
-	m, err := os.OpenFile("/dev/ptmx", os.O_RDWR|syscall.O_NOCTTY, 0)
-	if err != nil {
-		t.Fatalf("no pseudo-terminals: %v", err)
-	}
-	t.Cleanup(func() { m.Close() })
-	if err := unix.IoctlSetPointerInt(int(m.Fd()), unix.TIOCSPTLCK, 0); err != nil {
-		t.Fatal(err)
-	}
-	n, err := unix.IoctlGetInt(int(m.Fd()), unix.TIOCGPTN)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := os.OpenFile(fmt.Sprintf("/dev/pts/%d", n), os.O_RDWR|syscall.O_NOCTTY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	return s
 }

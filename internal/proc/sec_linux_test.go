@@ -15,7 +15,7 @@ import (
 	"unsafe"
 
 	"github.com/drover-run/drover/internal/contain"
-	"golang.org/x/sys/unix"
+	"github.com/drover-run/drover/internal/testkit/ptytest"
 )
 
 // injected is what the fakes below try to type into a terminal.
@@ -144,7 +144,7 @@ func errString(err error) string {
 // the drover that started it (TIOCSTI), which the shell would run once
 // drover exits, or which would answer drover's own questions.
 func TestSEC5_AgentCannotTypeIntoTheTerminal(t *testing.T) {
-	slave := openPTY(t)
+	slave := ptytest.Open(t)
 	// hold runs the holder fake with the terminal as its controlling one,
 	// and returns what it printed and how many bytes wait in the
 	// terminal's input.
@@ -154,15 +154,11 @@ func TestSEC5_AgentCannotTypeIntoTheTerminal(t *testing.T) {
 		cmd.Stdin = slave
 		var out strings.Builder
 		cmd.Stdout, cmd.Stderr = &out, &out
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
+		cmd.SysProcAttr = ptytest.AsControlling()
 		if err := cmd.Run(); err != nil {
 			t.Fatalf("holder %s: %v: %s", arg, err, out.String())
 		}
-		n, err := unix.IoctlGetInt(int(slave.Fd()), unix.TIOCINQ)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return out.String(), n
+		return out.String(), ptytest.InQueue(t, slave)
 	}
 	said, n := hold("control")
 	var control struct{ Control string }
@@ -185,30 +181,6 @@ func TestSEC5_AgentCannotTypeIntoTheTerminal(t *testing.T) {
 	if !strings.HasPrefix(agent["/dev/tty"], "open: ") {
 		t.Errorf("the agent opened /dev/tty: %s", agent["/dev/tty"])
 	}
-}
-
-// openPTY returns a new pseudo-terminal's terminal end; both ends are
-// closed with the test.
-func openPTY(t *testing.T) *os.File {
-	t.Helper()
-	m, err := os.OpenFile("/dev/ptmx", os.O_RDWR|syscall.O_NOCTTY, 0)
-	if err != nil {
-		t.Skipf("no pseudo-terminals here: %v", err)
-	}
-	t.Cleanup(func() { m.Close() })
-	if err := unix.IoctlSetPointerInt(int(m.Fd()), unix.TIOCSPTLCK, 0); err != nil {
-		t.Fatal(err)
-	}
-	n, err := unix.IoctlGetInt(int(m.Fd()), unix.TIOCGPTN)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := os.OpenFile(fmt.Sprintf("/dev/pts/%d", n), os.O_RDWR|syscall.O_NOCTTY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	return s
 }
 
 // drain reads the n bytes waiting in the terminal's input.
