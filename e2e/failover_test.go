@@ -446,7 +446,9 @@ func TestSEC3_FailoverProfilesThroughProtocol(t *testing.T) {
 	t.Cleanup(func() { fm.Close() })
 	home := t.TempDir()
 	db := filepath.Join(home, "state", "drover.db")
-	cmd := exec.Command(droverBin, "serve", "--stdio", "--db", db)
+	// The run names the pinned binary and a home of its own: options only
+	// the server's operator may allow (SEC-5).
+	cmd := exec.Command(droverBin, "serve", "--stdio", "--allow-autonomous", "--db", db)
 	cmd.Env = append(os.Environ(), "HOME="+home, "XDG_STATE_HOME="+filepath.Join(home, "state"))
 	var stderr strings.Builder
 	cmd.Stderr = &stderr

@@ -37,7 +37,9 @@ func TestPRO1_ServeStdioChildProcess(t *testing.T) {
 	t.Cleanup(func() { fm.Close() })
 
 	home := t.TempDir()
-	cmd := exec.Command(droverBin, "serve", "--stdio", "--db", filepath.Join(home, "drover.db"))
+	// The runs name the pinned binary and a home of their own: options
+	// only the server's operator may allow (SEC-5).
+	cmd := exec.Command(droverBin, "serve", "--stdio", "--allow-autonomous", "--db", filepath.Join(home, "drover.db"))
 	cmd.Env = append(os.Environ(), "HOME="+home, "XDG_STATE_HOME="+filepath.Join(home, "state"))
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
