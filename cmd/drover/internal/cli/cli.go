@@ -17,7 +17,9 @@ import (
 	"github.com/drover-run/drover/api"
 	"github.com/drover-run/drover/internal/config"
 	"github.com/drover-run/drover/internal/proc"
+	"github.com/drover-run/drover/internal/secret"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 )
 
 // Exit statuses of the drover command.
@@ -85,6 +87,18 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 }
 
 // run runs drover with args in e.
+// warnSecretFlags says so on w when a flag on the command line holds a
+// secret: a command line is in /proc/<pid>/cmdline for every process of
+// the machine to read, agents included, which drover cannot blank
+// (SEC-5); the environment variables can be.
+func warnSecretFlags(cmd *cobra.Command, w io.Writer) {
+	cmd.Flags().Visit(func(f *pflag.Flag) {
+		if f.Name == "token" || secret.InURL(f.Value.String()) {
+			fmt.Fprintf(w, "drover: warning: --%s holds a secret, which every process on this machine can read on drover's command line; prefer its environment variable (docs/security.md)\n", f.Name)
+		}
+	})
+}
+
 func (e *env) run(ctx context.Context, args []string) int {
 	stdin, stdout, stderr := e.stdin, e.stdout, e.stderr
 	root := newRoot(e)
@@ -156,6 +170,7 @@ cancellation.`,
 			if !cmd.Flags().Changed("server") {
 				e.server = os.Getenv(ServerEnv)
 			}
+			warnSecretFlags(cmd, e.stderr)
 			return nil
 		},
 	}

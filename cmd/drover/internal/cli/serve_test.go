@@ -91,3 +91,19 @@ func TestSEC5_ServeStdioGatesWideningOptions(t *testing.T) {
 		}
 	}
 }
+
+// SEC-5: a secret given as a flag (a token, a URL with a password) is in
+// drover's command line for every process to read: drover says so and
+// names the variable to use; a flag without one is not warned about.
+func TestSEC5_SecretOnTheCommandLineWarned(t *testing.T) {
+	var out, errOut strings.Builder
+	Run(context.Background(), []string{"ps", "--db", "postgres://drover:pw@127.0.0.1:1/none?connect_timeout=1"}, strings.NewReader(""), &out, &errOut)
+	if !strings.Contains(errOut.String(), "warning: --db holds a secret") {
+		t.Errorf("--db with a password: %q", errOut.String())
+	}
+	errOut.Reset()
+	Run(context.Background(), []string{"ps", "--db", filepath.Join(t.TempDir(), "drover.db")}, strings.NewReader(""), &out, &errOut)
+	if strings.Contains(errOut.String(), "warning") {
+		t.Errorf("--db with a path: %q", errOut.String())
+	}
+}
