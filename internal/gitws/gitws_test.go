@@ -1,0 +1,205 @@
+package gitws
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// repo makes a repository in a new directory with one commit of files.
+func repo(t *testing.T, files map[string]string) string {
+	t.Helper()
+	dir := t.TempDir()
+	run(t, dir, "init", "--quiet", "--initial-branch=main")
+	for name, body := range files {
+		write(t, filepath.Join(dir, name), body)
+	}
+	run(t, dir, "add", "--all")
+	run(t, dir, "commit", "--quiet", "-m", "base")
+	return dir
+}
+
+// run runs git in dir as a person would, failing the test on an error.
+func run(t *testing.T, dir string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command("git", append([]string{"-c", "user.name=t", "-c", "user.email=t@example.test"}, args...)...)
+	cmd.Dir = dir
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("git %v: %v\n%s", args, err, out)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+func write(t *testing.T, path, body string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestWS1_FindRefusesWhatCannotHoldAWorkspace: a directory outside any
+// repository and a repository with no commit are refused with their own
+// errors; a subdirectory of a repository finds its root and HEAD.
+func TestWS1_FindRefusesWhatCannotHoldAWorkspace(t *testing.T) {
+	ctx := context.Background()
+	if _, err := Find(ctx, t.TempDir()); !errors.Is(err, ErrNotRepo) {
+		t.Errorf("outside a repository: %v", err)
+	}
+	empty := t.TempDir()
+	run(t, empty, "init", "--quiet")
+	if _, err := Find(ctx, empty); !errors.Is(err, ErrNoCommit) {
+		t.Errorf("no commit: %v", err)
+	}
+	dir := repo(t, map[string]string{"sub/a.txt": "a\n"})
+	r, err := Find(ctx, filepath.Join(dir, "sub"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	root, _ := filepath.EvalSymlinks(dir)
+	if r.Root != root || r.Head != run(t, dir, "rev-parse", "HEAD") {
+		t.Errorf("found %+v, want %s at %s", r, root, run(t, dir, "rev-parse", "HEAD"))
+	}
+	t.Setenv("PATH", t.TempDir())
+	if _, err := Find(ctx, dir); !errors.Is(err, ErrNoGit) {
+		t.Errorf("without git: %v", err)
+	}
+}
+
+// TestWS2_ChangeSet: a change set holds added (untracked), modified,
+// deleted, renamed and binary files with their line counts and a patch git
+// applies; ignored files are not in it; the repository's own index is
+// untouched; a patch over the limit is left out but its files listed.
+func TestWS2_ChangeSet(t *testing.T) {
+	ctx := context.Background()
+	dir := repo(t, map[string]string{
+		"keep.txt": "1\n2\n3\n", "gone.txt": "bye\n", "old/name.txt": "a long enough line to find a rename by\nsecond\n",
+		".gitignore": "*.log\n",
+	})
+	base := run(t, dir, "rev-parse", "HEAD")
+	write(t, filepath.Join(dir, "keep.txt"), "1\nTWO\n3\n4\n")
+	os.Remove(filepath.Join(dir, "gone.txt"))
+	os.MkdirAll(filepath.Join(dir, "new"), 0o755)
+	if err := os.Rename(filepath.Join(dir, "old/name.txt"), filepath.Join(dir, "new/name.txt")); err != nil {
+		t.Fatal(err)
+	}
+	write(t, filepath.Join(dir, "added.txt"), "x\ny\n")
+	write(t, filepath.Join(dir, "debug.log"), "ignored\n")
+	if err := os.WriteFile(filepath.Join(dir, "blob.bin"), []byte{0, 1, 2, 0, 255}, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	index := run(t, dir, "status", "--porcelain")
+
+	cs, err := Change(ctx, dir, base, 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []File{
+		{Path: "added.txt", Kind: Added, Added: 2},
+		{Path: "blob.bin", Kind: Added, Binary: true},
+		{Path: "gone.txt", Kind: Deleted, Removed: 1},
+		{Path: "keep.txt", Kind: Modified, Added: 2, Removed: 1},
+		{Path: "new/name.txt", From: "old/name.txt", Kind: Renamed},
+	}
+	if !slices.Equal(cs.Files, want) {
+		t.Errorf("files:\n got %+v\nwant %+v", cs.Files, want)
+	}
+	if got := run(t, dir, "status", "--porcelain"); got != index {
+		t.Errorf("the repository's index changed:\n%s\nwas\n%s", got, index)
+	}
+	// The patch rebuilds the change on a clean copy of base.
+	clean := t.TempDir()
+	run(t, clean, "clone", "--quiet", dir, ".")
+	run(t, clean, "checkout", "--quiet", base)
+	patch := filepath.Join(t.TempDir(), "p")
+	write(t, patch, cs.Patch)
+	run(t, clean, "apply", "--index", patch)
+	for _, f := range []string{"keep.txt", "added.txt", "new/name.txt", "blob.bin"} {
+		a, _ := os.ReadFile(filepath.Join(dir, f))
+		b, _ := os.ReadFile(filepath.Join(clean, f))
+		if string(a) != string(b) {
+			t.Errorf("%s after git apply: %q, want %q", f, b, a)
+		}
+	}
+
+	small, err := Change(ctx, dir, base, 10)
+	if err != nil || !small.Truncated || small.Patch != "" || len(small.Files) != len(want) {
+		t.Errorf("over the limit: %+v %v", small, err)
+	}
+	run(t, dir, "stash", "--include-untracked", "--quiet")
+	if none, err := Change(ctx, dir, base, 1<<20); err != nil || len(none.Files) != 0 || none.Patch != "" {
+		t.Errorf("no change: %+v %v", none, err)
+	}
+}
+
+// TestWS1_WorkspaceKeepsTheUsersRefs: a workspace starts at its base on
+// its own branch; what the agent does to refs there — commit, delete or
+// move a branch — leaves the user's repository's refs as they were, and
+// only Fetch brings the run's branch back.
+func TestWS1_WorkspaceKeepsTheUsersRefs(t *testing.T) {
+	ctx := context.Background()
+	dir := repo(t, map[string]string{"a.txt": "a\n"})
+	r, err := Find(ctx, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	refs := run(t, dir, "show-ref")
+	ws := filepath.Join(t.TempDir(), "ws")
+	if err := r.Workspace(ctx, ws, r.Head, "drover/run_1"); err != nil {
+		t.Fatal(err)
+	}
+	if got := run(t, ws, "rev-parse", "--abbrev-ref", "HEAD"); got != "drover/run_1" {
+		t.Errorf("workspace on %s", got)
+	}
+	// The agent's git, in its workspace.
+	write(t, filepath.Join(ws, "b.txt"), "b\n")
+	run(t, ws, "add", "b.txt")
+	run(t, ws, "commit", "--quiet", "-m", "agent")
+	run(t, ws, "branch", "-D", "main")
+	run(t, ws, "branch", "evil")
+	if got := run(t, dir, "show-ref"); got != refs {
+		t.Fatalf("the user's refs changed:\n%s\nwere\n%s", got, refs)
+	}
+	if err := r.Fetch(ctx, ws, "drover/run_1"); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := run(t, dir, "rev-parse", "drover/run_1"), run(t, ws, "rev-parse", "HEAD"); got != want {
+		t.Errorf("fetched %s, want %s", got, want)
+	}
+	if strings.Contains(run(t, dir, "branch", "--list"), "evil") {
+		t.Error("a branch the agent made reached the user's repository")
+	}
+	if err := r.Workspace(ctx, ws, r.Head, "drover/run_2"); err == nil {
+		t.Error("a workspace made over an existing directory")
+	}
+}
+
+// TestWS1_DirtyListsWhatAWorkspaceLeavesBehind: uncommitted and untracked
+// files are listed, ignored ones not.
+func TestWS1_DirtyListsWhatAWorkspaceLeavesBehind(t *testing.T) {
+	ctx := context.Background()
+	dir := repo(t, map[string]string{"a.txt": "a\n", ".gitignore": "*.log\n"})
+	r, err := Find(ctx, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d, err := r.Dirty(ctx); err != nil || len(d) != 0 {
+		t.Fatalf("clean: %v %v", d, err)
+	}
+	write(t, filepath.Join(dir, "a.txt"), "changed\n")
+	write(t, filepath.Join(dir, "new.txt"), "n\n")
+	write(t, filepath.Join(dir, "x.log"), "ignored\n")
+	d, err := r.Dirty(ctx)
+	slices.Sort(d)
+	if err != nil || !slices.Equal(d, []string{"a.txt", "new.txt"}) {
+		t.Errorf("dirty: %v %v", d, err)
+	}
+}
