@@ -5,11 +5,12 @@
 // (base commit, files with their kind and line counts, the patch).
 //
 // Every git command drover runs here runs without the repository's hooks,
-// file-system monitor, external diff or text conversion, pager or colour.
-// That is not all a repository's own configuration can make git run (a
-// clean filter runs on git add): a workspace's .git is the agent's to
-// write, so whoever runs Change in one must run it no freer than the agent
-// (contained), or in a tree the agent could not configure.
+// file-system monitor, external diff or text conversion, pager or colour,
+// and Change without the filters the repository's configuration defines
+// (a clean filter is a command git add runs): a workspace's .git is the
+// agent's to write, and what it configures there never runs as drover.
+// Other configuration (an include of another file, aliases) cannot make
+// these commands run a program.
 package gitws
 
 import (
@@ -58,14 +59,25 @@ func git(ctx context.Context, dir string, env []string, args ...string) ([]byte,
 		if errors.Is(err, exec.ErrNotFound) {
 			return nil, ErrNoGit
 		}
-		msg := strings.TrimSpace(stderr.String())
-		if msg == "" {
-			msg = err.Error()
+		e := &gitError{cmd: args[0], msg: strings.TrimSpace(stderr.String())}
+		if ee, ok := err.(*exec.ExitError); ok {
+			e.code = ee.ExitCode()
 		}
-		return nil, fmt.Errorf("git %s: %s", args[0], msg)
+		if e.msg == "" {
+			e.msg = err.Error()
+		}
+		return nil, e
 	}
 	return out, nil
 }
+
+// gitError is a git command that failed: its exit status and git's words.
+type gitError struct {
+	cmd, msg string
+	code     int
+}
+
+func (e *gitError) Error() string { return "git " + e.cmd + ": " + e.msg }
 
 // Find returns the repository dir lies in: ErrNoGit, ErrNotRepo or
 // ErrNoCommit when there is none a workspace can be made from.
@@ -190,6 +202,11 @@ func Change(ctx context.Context, dir, base string, maxPatch int) (*ChangeSet, er
 	if _, err := git(ctx, dir, env, "read-tree", base); err != nil {
 		return nil, err
 	}
+	noFilters, err := filterOverrides(ctx, dir)
+	if err != nil {
+		return nil, err
+	}
+	env = append(env, noFilters...)
 	if _, err := git(ctx, dir, env, "add", "--all", "--", "."); err != nil {
 		return nil, err
 	}
@@ -219,6 +236,42 @@ func Change(ctx context.Context, dir, base string, maxPatch int) (*ChangeSet, er
 		cs.Patch = string(patch)
 	}
 	return cs, nil
+}
+
+// filterOverrides returns the environment that turns off, for git in
+// dir, every filter its configuration defines (GIT_CONFIG_COUNT entries
+// blanking filter.NAME.clean, .smudge and .process, and .required).
+// Reading the configuration runs nothing.
+func filterOverrides(ctx context.Context, dir string) ([]string, error) {
+	out, err := git(ctx, dir, nil, "config", "--null", "--name-only", "--get-regexp", `^filter\.`)
+	var ge *gitError
+	if errors.As(err, &ge) && ge.code == 1 {
+		return nil, nil // no filter
+	}
+	if err != nil {
+		return nil, err
+	}
+	var env []string
+	n := 0
+	for key := range strings.SplitSeq(strings.TrimSuffix(string(out), "\x00"), "\x00") {
+		i := strings.LastIndexByte(key, '.')
+		if i < 0 {
+			continue
+		}
+		name := key[:i]
+		for _, k := range []string{".clean", ".smudge", ".process", ".required"} {
+			v := ""
+			if k == ".required" {
+				v = "false"
+			}
+			env = append(env, fmt.Sprintf("GIT_CONFIG_KEY_%d=%s%s", n, name, k), fmt.Sprintf("GIT_CONFIG_VALUE_%d=%s", n, v))
+			n++
+		}
+	}
+	if n == 0 {
+		return nil, nil
+	}
+	return append(env, "GIT_CONFIG_COUNT="+strconv.Itoa(n)), nil
 }
 
 // parseChanges reads git diff's -z --name-status and --numstat of the

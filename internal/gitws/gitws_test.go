@@ -203,3 +203,32 @@ func TestWS1_DirtyListsWhatAWorkspaceLeavesBehind(t *testing.T) {
 		t.Errorf("dirty: %v %v", d, err)
 	}
 }
+
+// TestWS2_ChangeRunsNoFilterOfTheWorkspace: a clean filter the workspace's
+// configuration defines (a command git add would run, which the agent can
+// write there) is not run when drover reads the change; without the
+// override git runs it (the control).
+func TestWS2_ChangeRunsNoFilterOfTheWorkspace(t *testing.T) {
+	ctx := context.Background()
+	dir := repo(t, map[string]string{"a.txt": "a\n"})
+	base := run(t, dir, "rev-parse", "HEAD")
+	pwned := filepath.Join(t.TempDir(), "pwned")
+	run(t, dir, "config", "filter.evil.clean", "touch "+pwned+"; cat")
+	run(t, dir, "config", "filter.evil.required", "true")
+	write(t, filepath.Join(dir, ".gitattributes"), "* filter=evil\n")
+	write(t, filepath.Join(dir, "a.txt"), "changed\n")
+	cs, err := Change(ctx, dir, base, 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(pwned); err == nil {
+		t.Fatal("the workspace's clean filter ran")
+	}
+	if len(cs.Files) != 2 {
+		t.Errorf("files %+v", cs.Files)
+	}
+	run(t, dir, "add", "a.txt")
+	if _, err := os.Stat(pwned); err != nil {
+		t.Fatalf("the control: git add did not run the filter, so the test proves nothing: %v", err)
+	}
+}
