@@ -3,13 +3,11 @@ package main
 
 import (
 	"os"
-	"strings"
 
 	"github.com/drover-run/drover/cmd/drover/internal/cli"
 	"github.com/drover-run/drover/internal/imagemem"
 	"github.com/drover-run/drover/internal/proc"
 	"github.com/drover-run/drover/internal/runner"
-	"github.com/drover-run/drover/internal/secret"
 )
 
 func main() {
@@ -22,8 +20,6 @@ func main() {
 	// read drover's environment (its token, its ledger's address, the
 	// credentials it keeps from them) from /proc (SEC-5). Failing to is no
 	// reason not to run.
-	_ = proc.ProtectSelf(func(name, value string) bool {
-		return strings.HasPrefix(name, runner.OwnPrefix) || secret.Name(name) || secret.InURL(value)
-	})
+	_ = proc.ProtectSelf(func(name, value string) bool { return runner.Withheld(name, value, nil) })
 	os.Exit(cli.Main(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 }

@@ -31,18 +31,27 @@ func scrub(env []string, keep func(name string) bool) []string {
 	out := make([]string, 0, len(env))
 	for _, kv := range env {
 		name, value, _ := strings.Cut(kv, "=")
-		switch {
-		case strings.HasPrefix(name, OwnPrefix):
-			continue
-		case isProxy(name):
-		case secret.Name(name) || secret.InURL(value):
-			if keep == nil || !keep(name) {
-				continue
-			}
+		if !Withheld(name, value, keep) {
+			out = append(out, kv)
 		}
-		out = append(out, kv)
 	}
 	return out
+}
+
+// Withheld reports whether drover keeps the variable name=value of its
+// environment from an agent whose vendor reads the credentials keep names
+// (nil: none): Environ's rule, which drover also applies to what /proc
+// shows of its own environment (proc.ProtectSelf).
+func Withheld(name, value string, keep func(name string) bool) bool {
+	switch {
+	case strings.HasPrefix(name, OwnPrefix):
+		return true
+	case isProxy(name):
+		return false
+	case secret.Name(name) || secret.InURL(value):
+		return keep == nil || !keep(name)
+	}
+	return false
 }
 
 // isProxy reports whether name is one of the proxy variables HTTP clients
