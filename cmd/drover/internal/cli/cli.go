@@ -88,12 +88,20 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 
 // run runs drover with args in e.
 // warnSecretFlags says so on w when a flag on the command line holds a
-// secret: a command line is in /proc/<pid>/cmdline for every process of
+// secret (--token, a URL with a password, --env of a credential): a command line is in /proc/<pid>/cmdline for every process of
 // the machine to read, agents included, which drover cannot blank
 // (SEC-5); the environment variables can be.
 func warnSecretFlags(cmd *cobra.Command, w io.Writer) {
 	cmd.Flags().Visit(func(f *pflag.Flag) {
-		if f.Name == "token" || secret.InURL(f.Value.String()) {
+		held := f.Name == "token" || secret.InURL(f.Value.String())
+		if sv, ok := f.Value.(pflag.SliceValue); ok && f.Name == "env" {
+			for _, kv := range sv.GetSlice() {
+				if k, v, ok := strings.Cut(kv, "="); ok && (secret.Name(k) || secret.InURL(v)) {
+					held = true
+				}
+			}
+		}
+		if held {
 			fmt.Fprintf(w, "drover: warning: --%s holds a secret, which every process on this machine can read on drover's command line; prefer its environment variable (docs/security.md)\n", f.Name)
 		}
 	})

@@ -92,7 +92,8 @@ func TestSEC5_ServeStdioGatesWideningOptions(t *testing.T) {
 	}
 }
 
-// SEC-5: a secret given as a flag (a token, a URL with a password) is in
+// SEC-5: a secret given as a flag (a token, a URL with a password, --env
+// of a credential) is in
 // drover's command line for every process to read: drover says so and
 // names the variable to use; a flag without one is not warned about.
 func TestSEC5_SecretOnTheCommandLineWarned(t *testing.T) {
@@ -100,6 +101,11 @@ func TestSEC5_SecretOnTheCommandLineWarned(t *testing.T) {
 	Run(context.Background(), []string{"ps", "--db", "postgres://drover:pw@127.0.0.1:1/none?connect_timeout=1"}, strings.NewReader(""), &out, &errOut)
 	if !strings.Contains(errOut.String(), "warning: --db holds a secret") {
 		t.Errorf("--db with a password: %q", errOut.String())
+	}
+	errOut.Reset()
+	Run(context.Background(), []string{"run", "--db", filepath.Join(t.TempDir(), "drover.db"), "--env", "GITHUB_TOKEN=ghp-x", "-a", "nosuch", "p"}, strings.NewReader(""), &out, &errOut)
+	if !strings.Contains(errOut.String(), "warning: --env holds a secret") || strings.Contains(errOut.String(), "ghp-x") {
+		t.Errorf("--env of a credential: %q", errOut.String())
 	}
 	errOut.Reset()
 	Run(context.Background(), []string{"ps", "--db", filepath.Join(t.TempDir(), "drover.db")}, strings.NewReader(""), &out, &errOut)
