@@ -18,6 +18,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -39,6 +40,8 @@ type Repo struct {
 	Root string
 	// Head is the commit HEAD names, in full.
 	Head string
+	// gitDir is its git directory, absolute.
+	gitDir string
 }
 
 // git runs git in dir with args and returns its standard output; an error
@@ -46,6 +49,13 @@ type Repo struct {
 // user's or the system's configuration beyond the user's identity, and
 // from running hooks.
 func git(ctx context.Context, dir string, env []string, args ...string) ([]byte, error) {
+	return gitIn(ctx, dir, env, nil, args...)
+}
+
+// gitIn is git with stdin as its standard input. On an error the output
+// is returned too: some commands say what they found and fail (a merge
+// with conflicts).
+func gitIn(ctx context.Context, dir string, env []string, stdin io.Reader, args ...string) ([]byte, error) {
 	cmd := exec.CommandContext(ctx, "git", append([]string{
 		"-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false", "-c", "core.pager=cat", "-c", "color.ui=false",
 		"-c", "diff.external=", "-c", "core.quotePath=false"}, args...)...)
@@ -54,6 +64,7 @@ func git(ctx context.Context, dir string, env []string, args ...string) ([]byte,
 	cmd.Env = append(cmd.Env, env...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
+	cmd.Stdin = stdin
 	out, err := cmd.Output()
 	if err != nil {
 		if errors.Is(err, exec.ErrNotFound) {
@@ -66,7 +77,7 @@ func git(ctx context.Context, dir string, env []string, args ...string) ([]byte,
 		if e.msg == "" {
 			e.msg = err.Error()
 		}
-		return nil, e
+		return out, e
 	}
 	return out, nil
 }
@@ -94,7 +105,28 @@ func Find(ctx context.Context, dir string) (*Repo, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", root, ErrNoCommit)
 	}
-	return &Repo{Root: root, Head: strings.TrimSpace(string(head))}, nil
+	gitDir, err := git(ctx, root, nil, "rev-parse", "--absolute-git-dir")
+	if err != nil {
+		return nil, err
+	}
+	return &Repo{Root: root, Head: strings.TrimSpace(string(head)), gitDir: strings.TrimSpace(string(gitDir))}, nil
+}
+
+// Open returns the repository whose working tree's top is root, as Find
+// does, for a repository recorded before.
+func Open(ctx context.Context, root string) (*Repo, error) {
+	r, err := Find(ctx, root)
+	if err != nil {
+		return nil, err
+	}
+	if real, _ := filepath.EvalSymlinks(root); r.Root != filepath.Clean(root) && real != r.Root {
+		return nil, fmt.Errorf("%s is not the top of a git repository", root)
+	}
+	return r, nil
+}
+
+// GitDir is r's git directory, absolute (its index is GitDir/index).
+func (r *Repo) GitDir() string { return r.gitDir
 }
 
 // Resolve returns the commit ref names in r, in full.
@@ -125,10 +157,12 @@ func (r *Repo) Dirty(ctx context.Context) ([]string, error) {
 
 // Workspace makes dir (which must not exist) a workspace of r's for a run:
 // a clone that borrows r's objects (git clone --shared) and has refs of
-// its own, checked out at base on a new branch. The agent may commit,
-// branch and reset there; none of it reaches r's refs, which drover alone
-// writes (Fetch). r's objects are only read.
-func (r *Repo) Workspace(ctx context.Context, dir, base, branch string) error {
+// its own, checked out at commit on a new branch. The agent may commit,
+// branch and reset there; none of it reaches r's refs or objects, which
+// drover alone writes (Snapshot, Commit, SetBranch). The clone's index,
+// as the checkout left it, is copied to index (outside the workspace,
+// where the agent cannot change it): Snapshot's head start.
+func (r *Repo) Workspace(ctx context.Context, dir, commit, branch, index string) error {
 	if _, err := os.Stat(dir); err == nil {
 		return fmt.Errorf("workspace %s exists already", dir)
 	}
@@ -138,18 +172,139 @@ func (r *Repo) Workspace(ctx context.Context, dir, base, branch string) error {
 	if _, err := git(ctx, r.Root, nil, "clone", "--quiet", "--shared", "--no-checkout", "--", r.Root, dir); err != nil {
 		return err
 	}
-	if _, err := git(ctx, dir, nil, "checkout", "--quiet", "-b", branch, base); err != nil {
-		os.RemoveAll(dir)
+	fail := func(err error) error {
+		RemoveWorkspace(dir)
 		return err
+	}
+	if _, err := git(ctx, dir, nil, "checkout", "--quiet", "-b", branch, commit); err != nil {
+		return fail(err)
+	}
+	if index != "" {
+		if err := copyFile(filepath.Join(dir, ".git", "index"), index); err != nil {
+			return fail(err)
+		}
 	}
 	return nil
 }
 
-// Fetch copies branch of the workspace at dir into r as the branch of the
-// same name (refs/heads/branch), creating or moving it: the run's work
-// reaches r only through this, and only on its own branch.
-func (r *Repo) Fetch(ctx context.Context, dir, branch string) error {
-	_, err := git(ctx, r.Root, nil, "fetch", "--quiet", "--no-tags", "--force", "--", dir, "refs/heads/"+branch+":refs/heads/"+branch)
+// RemoveWorkspace removes a workspace directory and everything in it,
+// whatever modes the agent left on its files and directories.
+func RemoveWorkspace(dir string) error {
+	if err := os.RemoveAll(dir); err == nil {
+		return nil
+	}
+	// A directory the agent made read-only keeps its entries: open it up.
+	filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
+		if err == nil && d.IsDir() {
+			os.Chmod(path, 0o700)
+		}
+		return nil
+	})
+	return os.RemoveAll(dir)
+}
+
+func copyFile(from, to string) error {
+	b, err := os.ReadFile(from)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(to, b, 0o600)
+}
+
+// in returns the environment that makes git, run in dir, work on r's
+// repository with dir as its working tree and index as its index: dir's
+// own .git (the agent's, in a workspace) is never read.
+func (r *Repo) in(dir, index string) []string {
+	return []string{"GIT_DIR=" + r.gitDir, "GIT_WORK_TREE=" + dir, "GIT_INDEX_FILE=" + index}
+}
+
+// Snapshot writes the tree the working tree at dir holds — tracked and
+// untracked files, ignored ones not, by the ignore rules of dir and r —
+// into r's objects and returns its id. index, when not "", is an index
+// that described dir's files at some point (r's own, a workspace's copy):
+// it is copied, never changed, and spares hashing the files it still
+// describes; without it dir is read against base. No filter the
+// repository's configuration defines runs.
+func (r *Repo) Snapshot(ctx context.Context, dir, index, base string) (string, error) {
+	tmp, err := os.CreateTemp("", "drover-index-*")
+	if err != nil {
+		return "", err
+	}
+	tmp.Close()
+	defer os.Remove(tmp.Name())
+	env := r.in(dir, tmp.Name())
+	if index == "" || copyFile(index, tmp.Name()) != nil {
+		if _, err := git(ctx, dir, env, "read-tree", base); err != nil {
+			return "", err
+		}
+	}
+	noFilters, err := r.overrides(ctx)
+	if err != nil {
+		return "", err
+	}
+	env = append(env, noFilters...)
+	if _, err := git(ctx, dir, env, "add", "--all", "--", "."); err != nil {
+		return "", err
+	}
+	out, err := git(ctx, dir, env, "write-tree")
+	if err != nil {
+		return "", err
+	}
+	return strings.TrimSpace(string(out)), nil
+}
+
+// Person names the author of a commit drover makes.
+type Person struct{ Name, Email string }
+
+// Commit makes a commit of tree with parents in r, without signing it, and
+// returns its id. It moves no ref.
+func (r *Repo) Commit(ctx context.Context, tree string, parents []string, message string, author Person) (string, error) {
+	args := []string{"commit-tree", "--no-gpg-sign", "-m", message}
+	for _, p := range parents {
+		args = append(args, "-p", p)
+	}
+	env := []string{"GIT_AUTHOR_NAME=" + author.Name, "GIT_AUTHOR_EMAIL=" + author.Email,
+		"GIT_COMMITTER_NAME=" + author.Name, "GIT_COMMITTER_EMAIL=" + author.Email}
+	out, err := git(ctx, r.Root, env, append(args, tree)...)
+	if err != nil {
+		return "", err
+	}
+	return strings.TrimSpace(string(out)), nil
+}
+
+// SetBranch points branch (refs/heads/branch) of r at commit, if it now
+// points at old ("" = if it does not exist): a branch moved by someone
+// else meanwhile is not overwritten.
+func (r *Repo) SetBranch(ctx context.Context, branch, commit, old string) error {
+	if old == "" {
+		old = strings.Repeat("0", len(commit))
+	}
+	_, err := git(ctx, r.Root, nil, "update-ref", "-m", "drover", "refs/heads/"+branch, commit, old)
+	return err
+}
+
+// Branch returns the commit branch names in r, "" when there is no such
+// branch.
+func (r *Repo) Branch(ctx context.Context, branch string) (string, error) {
+	out, err := git(ctx, r.Root, nil, "rev-parse", "--verify", "--quiet", "refs/heads/"+branch)
+	var ge *gitError
+	if errors.As(err, &ge) && ge.code == 1 {
+		return "", nil
+	}
+	if err != nil {
+		return "", err
+	}
+	return strings.TrimSpace(string(out)), nil
+}
+
+// DeleteBranch deletes branch of r; a branch that does not exist is not an
+// error.
+func (r *Repo) DeleteBranch(ctx context.Context, branch string) error {
+	c, err := r.Branch(ctx, branch)
+	if err != nil || c == "" {
+		return err
+	}
+	_, err = git(ctx, r.Root, nil, "update-ref", "-d", "refs/heads/"+branch, c)
 	return err
 }
 
@@ -186,47 +341,28 @@ type ChangeSet struct {
 	Truncated bool   `json:"truncated,omitempty"`
 }
 
-// Change reads the change of the working tree at dir against the commit
-// base: tracked and untracked files, ignored ones not, renames found. The
-// repository's own index is not touched: a temporary one holds the tree.
-// A patch over maxPatch bytes is left out (Truncated) but its files are
-// listed.
-func Change(ctx context.Context, dir, base string, maxPatch int) (*ChangeSet, error) {
-	idx, err := os.CreateTemp("", "drover-index-*")
+// Diff reads the change from the tree-ish from to the tree-ish to of r as
+// a change set: files with their kind and line counts (renames found),
+// and the patch. A patch over maxPatch bytes is left out (Truncated) but
+// its files are listed. Base is from.
+func (r *Repo) Diff(ctx context.Context, from, to string, maxPatch int) (*ChangeSet, error) {
+	diff := []string{"diff-tree", "-r", "-M", "--no-ext-diff", "--no-textconv", from, to}
+	status, err := git(ctx, r.Root, nil, append(diff, "--name-status", "-z")...)
 	if err != nil {
 		return nil, err
 	}
-	idx.Close()
-	defer os.Remove(idx.Name())
-	env := []string{"GIT_INDEX_FILE=" + idx.Name()}
-	if _, err := git(ctx, dir, env, "read-tree", base); err != nil {
-		return nil, err
-	}
-	noFilters, err := filterOverrides(ctx, dir)
+	numstat, err := git(ctx, r.Root, nil, append(diff, "--numstat", "-z")...)
 	if err != nil {
 		return nil, err
 	}
-	env = append(env, noFilters...)
-	if _, err := git(ctx, dir, env, "add", "--all", "--", "."); err != nil {
-		return nil, err
-	}
-	diff := []string{"diff", "--cached", "-M", "--no-ext-diff", "--no-textconv", base}
-	status, err := git(ctx, dir, env, append(diff, "--name-status", "-z")...)
-	if err != nil {
-		return nil, err
-	}
-	numstat, err := git(ctx, dir, env, append(diff, "--numstat", "-z")...)
-	if err != nil {
-		return nil, err
-	}
-	cs := &ChangeSet{Base: base}
+	cs := &ChangeSet{Base: from}
 	if cs.Files, err = parseChanges(string(status), string(numstat)); err != nil {
 		return nil, err
 	}
 	if len(cs.Files) == 0 {
 		return cs, nil
 	}
-	patch, err := git(ctx, dir, env, append(diff, "--binary", "--full-index")...)
+	patch, err := git(ctx, r.Root, nil, append(diff, "--patch", "--binary", "--full-index")...)
 	if err != nil {
 		return nil, err
 	}
@@ -238,34 +374,41 @@ func Change(ctx context.Context, dir, base string, maxPatch int) (*ChangeSet, er
 	return cs, nil
 }
 
-// filterOverrides returns the environment that turns off, for git in
-// dir, every filter its configuration defines (GIT_CONFIG_COUNT entries
-// blanking filter.NAME.clean, .smudge and .process, and .required).
-// Reading the configuration runs nothing.
-func filterOverrides(ctx context.Context, dir string) ([]string, error) {
-	out, err := git(ctx, dir, nil, "config", "--null", "--name-only", "--get-regexp", `^filter\.`)
+// overrides returns the environment that turns off, for git in r, every
+// program its configuration names for content: filters (a clean filter
+// is a command git add runs) and merge drivers — GIT_CONFIG_COUNT
+// entries blanking filter.NAME.clean, .smudge, .process (and .required)
+// and merge.NAME.driver. For a run in place the agent could write r's
+// configuration. Reading the configuration runs nothing.
+func (r *Repo) overrides(ctx context.Context) ([]string, error) {
+	out, err := git(ctx, r.Root, nil, "config", "--null", "--name-only", "--get-regexp", `^(filter|merge)\.`)
 	var ge *gitError
 	if errors.As(err, &ge) && ge.code == 1 {
-		return nil, nil // no filter
+		return nil, nil // none
 	}
 	if err != nil {
 		return nil, err
 	}
 	var env []string
 	n := 0
+	set := func(key, value string) {
+		env = append(env, fmt.Sprintf("GIT_CONFIG_KEY_%d=%s", n, key), fmt.Sprintf("GIT_CONFIG_VALUE_%d=%s", n, value))
+		n++
+	}
 	for key := range strings.SplitSeq(strings.TrimSuffix(string(out), "\x00"), "\x00") {
 		i := strings.LastIndexByte(key, '.')
 		if i < 0 {
 			continue
 		}
 		name := key[:i]
-		for _, k := range []string{".clean", ".smudge", ".process", ".required"} {
-			v := ""
-			if k == ".required" {
-				v = "false"
-			}
-			env = append(env, fmt.Sprintf("GIT_CONFIG_KEY_%d=%s%s", n, name, k), fmt.Sprintf("GIT_CONFIG_VALUE_%d=%s", n, v))
-			n++
+		switch {
+		case strings.HasPrefix(key, "filter."):
+			set(name+".clean", "")
+			set(name+".smudge", "")
+			set(name+".process", "")
+			set(name+".required", "false")
+		case strings.HasPrefix(key, "merge.") && strings.HasSuffix(key, ".driver"):
+			set(key, "")
 		}
 	}
 	if n == 0 {

@@ -97,8 +97,15 @@ func TestWS2_ChangeSet(t *testing.T) {
 		t.Fatal(err)
 	}
 	index := run(t, dir, "status", "--porcelain")
-
-	cs, err := Change(ctx, dir, base, 1<<20)
+	r, err := Find(ctx, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tree, err := r.Snapshot(ctx, dir, filepath.Join(r.GitDir(), "index"), base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs, err := r.Diff(ctx, base, tree, 1<<20)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,20 +137,26 @@ func TestWS2_ChangeSet(t *testing.T) {
 		}
 	}
 
-	small, err := Change(ctx, dir, base, 10)
+	small, err := r.Diff(ctx, base, tree, 10)
 	if err != nil || !small.Truncated || small.Patch != "" || len(small.Files) != len(want) {
 		t.Errorf("over the limit: %+v %v", small, err)
 	}
 	run(t, dir, "stash", "--include-untracked", "--quiet")
-	if none, err := Change(ctx, dir, base, 1<<20); err != nil || len(none.Files) != 0 || none.Patch != "" {
+	// Without the index to start from, the same tree.
+	clean2, err := r.Snapshot(ctx, dir, "", base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if none, err := r.Diff(ctx, base, clean2, 1<<20); err != nil || len(none.Files) != 0 || none.Patch != "" {
 		t.Errorf("no change: %+v %v", none, err)
 	}
 }
 
 // TestWS1_WorkspaceKeepsTheUsersRefs: a workspace starts at its base on
 // its own branch; what the agent does to refs there — commit, delete or
-// move a branch — leaves the user's repository's refs as they were, and
-// only Fetch brings the run's branch back.
+// move a branch, a hook and a filter in its .git — leaves the user's
+// repository's refs as they were and runs nothing when drover reads it;
+// only drover's commit on the run's branch reaches the user's repository.
 func TestWS1_WorkspaceKeepsTheUsersRefs(t *testing.T) {
 	ctx := context.Background()
 	dir := repo(t, map[string]string{"a.txt": "a\n"})
@@ -152,8 +165,9 @@ func TestWS1_WorkspaceKeepsTheUsersRefs(t *testing.T) {
 		t.Fatal(err)
 	}
 	refs := run(t, dir, "show-ref")
-	ws := filepath.Join(t.TempDir(), "ws")
-	if err := r.Workspace(ctx, ws, r.Head, "drover/run_1"); err != nil {
+	tmp := t.TempDir()
+	ws, index := filepath.Join(tmp, "ws"), filepath.Join(tmp, "index")
+	if err := r.Workspace(ctx, ws, r.Head, "drover/run_1", index); err != nil {
 		t.Fatal(err)
 	}
 	if got := run(t, ws, "rev-parse", "--abbrev-ref", "HEAD"); got != "drover/run_1" {
@@ -165,20 +179,157 @@ func TestWS1_WorkspaceKeepsTheUsersRefs(t *testing.T) {
 	run(t, ws, "commit", "--quiet", "-m", "agent")
 	run(t, ws, "branch", "-D", "main")
 	run(t, ws, "branch", "evil")
+	pwned := filepath.Join(tmp, "pwned")
+	run(t, ws, "config", "filter.evil.clean", "touch "+pwned+"; cat")
+	write(t, filepath.Join(ws, ".gitattributes"), "* filter=evil\n")
+	write(t, filepath.Join(ws, ".git/hooks/post-commit"), "#!/bin/sh\ntouch "+pwned+"\n")
+	os.Chmod(filepath.Join(ws, ".git/hooks/post-commit"), 0o755)
+	write(t, filepath.Join(ws, "c.txt"), "uncommitted\n")
 	if got := run(t, dir, "show-ref"); got != refs {
 		t.Fatalf("the user's refs changed:\n%s\nwere\n%s", got, refs)
 	}
-	if err := r.Fetch(ctx, ws, "drover/run_1"); err != nil {
+	tree, err := r.Snapshot(ctx, ws, index, r.Head)
+	if err != nil {
 		t.Fatal(err)
 	}
-	if got, want := run(t, dir, "rev-parse", "drover/run_1"), run(t, ws, "rev-parse", "HEAD"); got != want {
-		t.Errorf("fetched %s, want %s", got, want)
+	commit, err := r.Commit(ctx, tree, []string{r.Head}, "run_1", Person{"drover (claude)", "drover@localhost"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.SetBranch(ctx, "drover/run_1", commit, ""); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.SetBranch(ctx, "drover/run_1", r.Head, r.Head); err == nil {
+		t.Error("SetBranch moved a branch that was not where it was said to be")
+	}
+	if _, err := os.Stat(pwned); err == nil {
+		t.Fatal("the workspace's filter or hook ran as drover")
+	}
+	if got := run(t, dir, "show", "--name-only", "--format=%an", "drover/run_1"); got != "drover (claude)\n\n.gitattributes\nb.txt\nc.txt" {
+		t.Errorf("the run's commit: %q", got)
 	}
 	if strings.Contains(run(t, dir, "branch", "--list"), "evil") {
 		t.Error("a branch the agent made reached the user's repository")
 	}
-	if err := r.Workspace(ctx, ws, r.Head, "drover/run_2"); err == nil {
+	if err := r.Workspace(ctx, ws, r.Head, "drover/run_2", ""); err == nil {
 		t.Error("a workspace made over an existing directory")
+	}
+	if err := r.DeleteBranch(ctx, "drover/run_1"); err != nil {
+		t.Fatal(err)
+	}
+	if c, err := r.Branch(ctx, "drover/run_1"); err != nil || c != "" {
+		t.Errorf("deleted branch: %q %v", c, err)
+	}
+	os.Chmod(filepath.Join(ws, ".git"), 0o500)
+	if err := RemoveWorkspace(ws); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestWS3_ApplyWholeOrNotAtAll: a change applies to the working tree; a
+// second time it says so; a change that conflicts names the file and
+// changes nothing, though another of its files would have applied.
+func TestWS3_ApplyWholeOrNotAtAll(t *testing.T) {
+	ctx := context.Background()
+	dir := repo(t, map[string]string{"a.txt": "a\n", "b.txt": "b\n"})
+	r, _ := Find(ctx, dir)
+	other := t.TempDir()
+	run(t, other, "clone", "--quiet", dir, ".")
+	write(t, filepath.Join(other, "a.txt"), "A\n")
+	write(t, filepath.Join(other, "hello.txt"), "hello\n")
+	tree, err := r.Snapshot(ctx, other, "", r.Head)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs, err := r.Diff(ctx, r.Head, tree, 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// hello.txt exists with other content: the whole patch is refused.
+	write(t, filepath.Join(dir, "hello.txt"), "mine\n")
+	var ce *ConflictError
+	if err := r.Apply(ctx, cs.Patch); !errors.As(err, &ce) || !slices.Equal(ce.Files, []string{"hello.txt"}) {
+		t.Fatalf("apply over a conflicting file: %v", err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "a.txt")); string(b) != "a\n" {
+		t.Errorf("a.txt changed by a refused apply: %q", b)
+	}
+	os.Remove(filepath.Join(dir, "hello.txt"))
+	if err := r.Apply(ctx, cs.Patch); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "hello.txt")); string(b) != "hello\n" {
+		t.Errorf("hello.txt: %q", b)
+	}
+	if err := r.Apply(ctx, cs.Patch); !errors.Is(err, ErrApplied) {
+		t.Errorf("applied twice: %v", err)
+	}
+}
+
+// TestWS3_MergeNothingHalfDone: a run's branch merges as one squashed
+// commit on the current branch, after the branch moved on; a conflict
+// between the branches, or a local change in the way, names the file and
+// leaves HEAD, index and working tree as they were.
+func TestWS3_MergeNothingHalfDone(t *testing.T) {
+	ctx := context.Background()
+	dir := repo(t, map[string]string{"a.txt": "a\n", "b.txt": "b\n"})
+	r, _ := Find(ctx, dir)
+	base := r.Head
+	branch := func(name string, files map[string]string) {
+		other := t.TempDir()
+		run(t, other, "clone", "--quiet", dir, ".")
+		run(t, other, "checkout", "--quiet", base)
+		for f, body := range files {
+			write(t, filepath.Join(other, f), body)
+		}
+		tree, err := r.Snapshot(ctx, other, "", base)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := r.Commit(ctx, tree, []string{base}, name, Person{"drover", "drover@localhost"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := r.SetBranch(ctx, name, c, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	branch("drover/one", map[string]string{"hello.txt": "one\n"})
+	branch("drover/two", map[string]string{"hello.txt": "two\n"})
+	branch("drover/three", map[string]string{"b.txt": "B\n"})
+	// The user's branch moves on meanwhile.
+	write(t, filepath.Join(dir, "a.txt"), "a2\n")
+	run(t, dir, "commit", "--quiet", "-am", "mine")
+	commit, err := r.Merge(ctx, "drover/one", true, "one", Person{"drover", "drover@localhost"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := run(t, dir, "rev-parse", "HEAD"); got != commit {
+		t.Errorf("HEAD %s, want the merge %s", got, commit)
+	}
+	if got := run(t, dir, "log", "--format=%s", "-3"); got != "one\nmine\nbase" {
+		t.Errorf("history: %q", got)
+	}
+	if got := run(t, dir, "status", "--porcelain"); got != "" {
+		t.Errorf("after the merge the tree is not clean: %q", got)
+	}
+	if _, err := r.Merge(ctx, "drover/one", true, "one", Person{"drover", "drover@localhost"}); !errors.Is(err, ErrApplied) {
+		t.Errorf("merged twice: %v", err)
+	}
+	head := run(t, dir, "rev-parse", "HEAD")
+	var ce *ConflictError
+	if _, err := r.Merge(ctx, "drover/two", true, "two", Person{"drover", "drover@localhost"}); !errors.As(err, &ce) || !slices.Equal(ce.Files, []string{"hello.txt"}) {
+		t.Errorf("conflicting branches: %v", err)
+	}
+	write(t, filepath.Join(dir, "b.txt"), "local\n")
+	if _, err := r.Merge(ctx, "drover/three", true, "three", Person{"drover", "drover@localhost"}); !errors.As(err, &ce) || !slices.Equal(ce.Files, []string{"b.txt"}) {
+		t.Errorf("a local change in the way: %v", err)
+	}
+	if got := run(t, dir, "rev-parse", "HEAD"); got != head {
+		t.Error("a refused merge moved HEAD")
+	}
+	if got := run(t, dir, "status", "--porcelain"); got != "M b.txt" {
+		t.Errorf("a refused merge touched the tree: %q", got)
 	}
 }
 
@@ -204,9 +355,9 @@ func TestWS1_DirtyListsWhatAWorkspaceLeavesBehind(t *testing.T) {
 	}
 }
 
-// TestWS2_ChangeRunsNoFilterOfTheWorkspace: a clean filter the workspace's
-// configuration defines (a command git add would run, which the agent can
-// write there) is not run when drover reads the change; without the
+// TestWS2_ChangeRunsNoFilterOfTheWorkspace: a clean filter the repository's
+// configuration defines (a command git add would run, which an agent in
+// place can write there) is not run when drover reads the change; without the
 // override git runs it (the control).
 func TestWS2_ChangeRunsNoFilterOfTheWorkspace(t *testing.T) {
 	ctx := context.Background()
@@ -217,7 +368,15 @@ func TestWS2_ChangeRunsNoFilterOfTheWorkspace(t *testing.T) {
 	run(t, dir, "config", "filter.evil.required", "true")
 	write(t, filepath.Join(dir, ".gitattributes"), "* filter=evil\n")
 	write(t, filepath.Join(dir, "a.txt"), "changed\n")
-	cs, err := Change(ctx, dir, base, 1<<20)
+	r, err := Find(ctx, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tree, err := r.Snapshot(ctx, dir, "", base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs, err := r.Diff(ctx, base, tree, 1<<20)
 	if err != nil {
 		t.Fatal(err)
 	}
