@@ -126,8 +126,7 @@ func Open(ctx context.Context, root string) (*Repo, error) {
 }
 
 // GitDir is r's git directory, absolute (its index is GitDir/index).
-func (r *Repo) GitDir() string { return r.gitDir
-}
+func (r *Repo) GitDir() string { return r.gitDir }
 
 // Resolve returns the commit ref names in r, in full.
 func (r *Repo) Resolve(ctx context.Context, ref string) (string, error) {
