@@ -158,11 +158,31 @@ type Options struct {
 	// out of reach. It needs containment: it contains a run that would not
 	// be, and cannot go with contain false.
 	ContainReads bool `json:"containReads,omitempty"`
+	// Worktree, when set, runs the agent in a git workspace of its own on
+	// a branch of its own (WS-1, docs/workspaces.md): a service of the
+	// supervisor (runs), which records the run's change for review;
+	// Engine.Run refuses it.
+	Worktree *Worktree `json:"worktree,omitempty"`
 	// Failover, when set, is the run's failover chain (FAIL-1): the
 	// credential profiles, models and agents tried, in turn, when an
 	// attempt fails retryably before any tool ran (failover.go). Its
 	// profiles' secrets are redacted wherever options are recorded.
 	Failover *Failover `json:"failover,omitempty"`
+}
+
+// Worktree asks for a run's workspace of its own (Options.Worktree).
+type Worktree struct {
+	// Base is the commit the workspace starts from: a branch, tag or
+	// commit of the repository the run's Cwd lies in; "" means HEAD.
+	Base string `json:"base,omitempty"`
+	// IncludeDirty carries the uncommitted changes of the user's working
+	// tree (untracked files included) into the workspace; they are not
+	// part of the run's change.
+	IncludeDirty bool `json:"includeDirty,omitempty"`
+	// Check is a shell command run in the workspace once the agent has
+	// ended (e.g. "go test ./..."); whether it passed, and the tail of
+	// its output, are recorded with the run's change (WS-4).
+	Check string `json:"check,omitempty"`
 }
 
 // NetworkAPIOnly is the Network that allows only the model API's port.

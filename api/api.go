@@ -76,6 +76,28 @@ type Service interface {
 	// Interrupt ends a live run's current turn and keeps its session
 	// (CTL-3). Errors as Steer.
 	Interrupt(ctx context.Context, p InterruptParams) (struct{}, error)
+	// Change returns a run's change (WS-2): base, files, patch, check,
+	// state and decisions. NOT_FOUND for a run that worked in no git
+	// repository.
+	Change(ctx context.Context, p RunIDParams) (*store.Change, error)
+	// Apply applies a run's change to the user's working tree, whole or
+	// not at all (WS-3): CONFLICT, naming the files, when a part does not
+	// apply (nothing changed), when it was decided already or the tree
+	// holds it; VALIDATION_ERROR for a run in place or without change.
+	Apply(ctx context.Context, p DecideParams) (*store.Change, error)
+	// Merge merges a run's branch into the user's current branch (WS-3),
+	// errors as Apply.
+	Merge(ctx context.Context, p MergeParams) (*store.Change, error)
+	// Discard removes a run's workspace and branch (WS-3).
+	Discard(ctx context.Context, p DecideParams) (*store.Change, error)
+	// Revise sends a run's change back: a new run in its session and
+	// workspace whose change includes it (WS-3).
+	Revise(ctx context.Context, p ReviseParams) (*runs.Started, error)
+	// Compare sets runs side by side: status, cost, duration, change and
+	// check (WS-4).
+	Compare(ctx context.Context, p CompareParams) (*CompareResult, error)
+	// Collect removes the workspaces and branches of decided runs (WS-3).
+	Collect(ctx context.Context, p CollectParams) (*CollectResult, error)
 	// Agents lists the agents the service can run, their availability
 	// and what they honour.
 	Agents(ctx context.Context, p AgentsParams) (*AgentsResult, error)
@@ -171,6 +193,9 @@ func (p AwaitParams) ids() []string {
 // RunsResult is the result of "await" and "list": run records.
 type RunsResult struct {
 	Runs []store.Run `json:"runs"`
+	// Changes are, for "list", the changes of those runs that worked in a
+	// git repository, without their patches.
+	Changes []store.Change `json:"changes,omitempty"`
 }
 
 // RunIDParams name one run.
@@ -221,9 +246,12 @@ type GetResult struct {
 	Pending []drover.PermissionRequestPayload `json:"pending,omitempty"`
 	// Total is the run's usage with its descendants' (MCP-1's cost
 	// roll-up), present when the run has children.
-	Total   *runs.TreeUsage `json:"total,omitempty"`
-	Session *store.Session  `json:"session,omitempty"`
-	Runs    []store.Run     `json:"runs,omitempty"`
+	Total *runs.TreeUsage `json:"total,omitempty"`
+	// Change is the run's change to its git repository, without its
+	// patch (WS-2); none when it worked in no repository.
+	Change  *store.Change  `json:"change,omitempty"`
+	Session *store.Session `json:"session,omitempty"`
+	Runs    []store.Run    `json:"runs,omitempty"`
 }
 
 // ListParams filter "list"; zero fields do not filter.
@@ -389,7 +417,7 @@ func ErrorOf(err error) *Error {
 	switch {
 	case errors.Is(err, store.ErrNotFound), errors.Is(err, engine.ErrRequestNotFound):
 		code = CodeNotFound
-	case errors.Is(err, engine.ErrAlreadyAnswered), errors.Is(err, engine.ErrNotLive):
+	case errors.Is(err, engine.ErrAlreadyAnswered), errors.Is(err, engine.ErrNotLive), errors.Is(err, store.ErrConflict):
 		code = CodeConflict
 	case errors.Is(err, engine.ErrNotSupported), errors.Is(err, drover.ErrUnknownAgent), errors.Is(err, runs.ErrParentEnded):
 		code = CodeValidation

@@ -148,6 +148,7 @@ func childOptions(o drover.Options) error {
 		{"env", len(o.Env) > 0}, {"binary", o.Binary != ""}, {"mcpServers", len(o.MCPServers) > 0},
 		{"allowedTools", len(o.AllowedTools) > 0}, {"permissionRules", len(o.PermissionRules) > 0},
 		{"failover", o.Failover != nil}, // its profiles are environments and config homes
+		{"worktree", o.Worktree != nil}, // a workspace lies outside the run's boundary
 	} {
 		if f.set {
 			refused = append(refused, f.name)

@@ -154,6 +154,10 @@ func gate(o drover.Options) error {
 	if len(o.Env) > 0 {
 		refused = append(refused, "env")
 	}
+	if o.Worktree != nil && o.Worktree.Check != "" {
+		// A check is a command drover runs itself, uncontained.
+		refused = append(refused, "worktree.check")
+	}
 	if o.Failover != nil && slices.ContainsFunc(o.Failover.Profiles, func(p drover.Profile) bool {
 		return slices.ContainsFunc(slices.Collect(maps.Keys(p.Env)), func(k string) bool { return !secret.Name(k) })
 	}) {
@@ -308,6 +312,12 @@ func (l *Local) Get(ctx context.Context, p GetParams) (*GetResult, error) {
 	if res.Pending, err = l.sup.Pending(ctx, r.ID); err != nil {
 		return nil, ErrorOf(err)
 	}
+	if c, err := l.sup.Change(ctx, r.ID); err == nil {
+		c.Patch = ""
+		res.Change = c
+	} else if !errors.Is(err, store.ErrNotFound) {
+		return nil, ErrorOf(err)
+	}
 	return res, nil
 }
 
@@ -334,7 +344,17 @@ func (l *Local) List(ctx context.Context, p ListParams) (*RunsResult, error) {
 	if rs == nil {
 		rs = []store.Run{}
 	}
-	return &RunsResult{Runs: rs}, nil
+	res := &RunsResult{Runs: rs}
+	if len(rs) > 0 {
+		ids := make([]string, len(rs))
+		for i, r := range rs {
+			ids[i] = r.ID
+		}
+		if res.Changes, err = l.st.ListChanges(ctx, store.ChangeFilter{RunIDs: ids}); err != nil {
+			return nil, ErrorOf(err)
+		}
+	}
+	return res, nil
 }
 
 // Sessions implements Service.

@@ -63,6 +63,10 @@ type Defaults struct {
 	// executes it (the supervisor does): the plan is made for a run that
 	// can be answered or steered, whatever the hooks it is resolved with.
 	Live bool
+	// Workspaces says that the runner gives a run with Options.Worktree
+	// its workspace, as Cwd (the supervisor does); without it such a run
+	// is refused.
+	Workspaces bool
 }
 
 // Containment is what a run gets of kernel containment (SEC-2): on, or
@@ -199,6 +203,9 @@ func (e *Engine) Resolve(req Request) (*Plan, error) {
 	}
 	if err := o.Validate(); err != nil {
 		return nil, err
+	}
+	if o.Worktree != nil && !req.Defaults.Workspaces {
+		return nil, &drover.Error{Code: drover.CodeUnsupportedOption, Message: "worktree: a run's workspace is made by drover's supervisor (drover run, a drover server), not by the engine alone"}
 	}
 	p := &Plan{req: req, adapter: a, tier: o.EffectiveTier(), chained: o.Failover != nil}
 	if err := unsupported(caps, *o); err != nil {

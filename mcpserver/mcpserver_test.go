@@ -253,8 +253,9 @@ func TestMCP1_ToolsAndSchemas(t *testing.T) {
 		}
 	}
 	slices.Sort(names)
-	if want := []string{"await_run", "cancel_run", "check_run", "drover_info", "get_run", "interrupt_run", "list_agents", "list_runs",
-		"run_agent", "run_events", "start_run", "steer_run"}; !slices.Equal(names, want) {
+	if want := []string{"apply_change", "await_run", "cancel_run", "check_run", "compare_runs", "discard_change", "drover_info", "get_run",
+		"interrupt_run", "list_agents", "list_runs", "merge_change", "revise_run", "run_agent", "run_change", "run_events", "start_run",
+		"steer_run"}; !slices.Equal(names, want) {
 		t.Fatalf("tools %v, want %v", names, want)
 	}
 }

@@ -97,7 +97,8 @@ type Agent struct {
 var tools = map[string]string{
 	"run": "start_run", "await": "await_run", "get": "get_run", "cancel": "cancel_run", "agents": "list_agents",
 	"check": "check_run", "list": "list_runs", "events": "run_events", "steer": "steer_run", "interrupt": "interrupt_run",
-	"info": "drover_info",
+	"info": "drover_info", "change": "run_change", "apply": "apply_change", "merge": "merge_change", "discard": "discard_change",
+	"revise": "revise_run", "compare": "compare_runs",
 }
 
 // toolName is the tool of op.

@@ -69,3 +69,48 @@ func redactFailover(f *drover.Failover) *drover.Failover {
 	}
 	return out
 }
+
+// Unredact returns options recorded by Redact as a new run may take them
+// again (drover revise): every value Redact replaced is left out — an
+// endpoint's key, variables, MCP servers' variables and headers — and a
+// failover profile keeps only its name, for the service to fill in from
+// its own profiles.
+func Unredact(o drover.Options) drover.Options {
+	drop := func(m map[string]string) map[string]string {
+		if m == nil {
+			return nil
+		}
+		out := make(map[string]string, len(m))
+		for k, v := range m {
+			if v != Redacted {
+				out[k] = v
+			}
+		}
+		return out
+	}
+	if o.Endpoint != nil && o.Endpoint.APIKey == Redacted {
+		ep := *o.Endpoint
+		ep.APIKey = ""
+		o.Endpoint = &ep
+	}
+	o.Env = drop(o.Env)
+	if o.MCPServers != nil {
+		servers := make(map[string]drover.MCPServer, len(o.MCPServers))
+		for name, m := range o.MCPServers {
+			m.Env, m.Headers = drop(m.Env), drop(m.Headers)
+			servers[name] = m
+		}
+		o.MCPServers = servers
+	}
+	if o.Failover != nil {
+		f := *o.Failover
+		f.Profiles = slices.Clone(f.Profiles)
+		for i := range f.Profiles {
+			if len(drop(f.Profiles[i].Env)) == 0 {
+				f.Profiles[i].Env = nil
+			}
+		}
+		o.Failover = &f
+	}
+	return o
+}

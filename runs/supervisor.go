@@ -66,6 +66,15 @@ type Config struct {
 	// Queue, when set, makes Start queue runs for workers instead of
 	// running them here (runs/queue.go, docs/scale-out.md).
 	Queue Queue
+	// Workspaces is the directory that holds runs' workspaces (WS-1,
+	// Options.Worktree; runs/workspace.go): each run's in a directory
+	// named by its id. When set, every run working in a git repository
+	// also has its change recorded (WS-2). "" refuses worktree runs and
+	// records no change.
+	Workspaces string
+	// MaxPatch is the largest patch of a change the ledger keeps; 0
+	// means DefaultMaxPatch.
+	MaxPatch int
 }
 
 // Variables every agent process a run starts finds in its environment
@@ -109,12 +118,29 @@ type StartRequest struct {
 	// default, never: a coding agent's side effects make blind re-runs
 	// wrong). A supervisor without a queue refuses it.
 	Retries int
+	// Revise continues the work of an earlier run in its workspace, with
+	// the change building on that run's (WS-3, drover revise): the run's
+	// change moves to revised. Options.Cwd lies in that workspace.
+	Revise *Revision
+}
+
+// Revision names the run a revise continues and who asked.
+type Revision struct {
+	RunID string
+	By    string
 }
 
 // Started names a run Start recorded and the session it belongs to.
 type Started struct {
 	RunID     string `json:"runId"`
 	SessionID string `json:"sessionId"`
+	// Workspace and Branch are those of a run in a workspace of its own
+	// (Options.Worktree); Uncommitted are the files of the user's working
+	// tree with changes the workspace does not carry (without
+	// Worktree.IncludeDirty).
+	Workspace   string   `json:"workspace,omitempty"`
+	Branch      string   `json:"branch,omitempty"`
+	Uncommitted []string `json:"uncommitted,omitempty"`
 }
 
 // Errors.
@@ -201,6 +227,10 @@ type active struct {
 	// costBefore is what the vendor conversation the run continues had
 	// cost before it (see cost.go); nil for a new conversation.
 	costBefore *float64
+	// change is the run's change as recorded when it started (open),
+	// read and recorded again when it ends (runs/workspace.go); nil when
+	// it works in no git repository.
+	change *store.Change
 
 	notify signal // fired whenever an event of the run is persisted
 	tail   tail   // its latest durable events, for followers (followtail.go)
@@ -319,6 +349,10 @@ func NewRunID() string {
 // checked is a request Start may record: as it will run, with what the
 // ledger said of it.
 type checked struct {
+	// id and ws are the run's id and workspace, decided by check for a
+	// worktree run (its directory is named by the id).
+	id           string
+	ws           *workspace
 	req          StartRequest
 	plan         *engine.Plan
 	fork         *store.Run     // the run it forks from
@@ -382,6 +416,12 @@ func (s *Supervisor) check(ctx context.Context, req StartRequest) (checked, erro
 	if err != nil {
 		return c, err
 	}
+	if req.Options.Worktree != nil || req.Revise != nil {
+		c.id = NewRunID()
+		if c.ws, err = s.planWorkspace(ctx, c.id, &req); err != nil {
+			return c, err
+		}
+	}
 	if c.plan, err = Check(s.eng, req, c.fork, c.sess, s.defaults()); err != nil {
 		return c, err
 	}
@@ -442,29 +482,65 @@ func (s *Supervisor) Start(ctx context.Context, req StartRequest) (Started, erro
 		return s.submit(ctx, req, sid, optsJSON)
 	}
 
+	id := c.id
+	if id == "" {
+		id = NewRunID()
+	}
+	started := Started{RunID: id, SessionID: sid}
+	var change *store.Change
+	if c.ws != nil {
+		if req.Revise != nil {
+			if err := s.st.DecideChange(ctx, req.Revise.RunID, store.ChangeDecision{Action: store.ChangeRevised, By: req.Revise.By, Detail: id},
+				store.ChangePending, store.ChangeNone); errors.Is(err, store.ErrConflict) {
+				return Started{}, fmt.Errorf("revise: run %s's change was decided meanwhile: %w", req.Revise.RunID, err)
+			} else if err != nil {
+				return Started{}, fmt.Errorf("revise: %w", err)
+			}
+		}
+		var err error
+		if change, started.Uncommitted, err = s.makeWorkspace(ctx, id, c.ws, req); err != nil {
+			return Started{}, err
+		}
+		started.Workspace, started.Branch = change.Workspace, change.Branch
+	}
+	unmake := func() {
+		if c.ws != nil {
+			c.ws.unmake(context.WithoutCancel(ctx))
+		}
+	}
+
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
+		unmake()
 		return Started{}, ErrClosed
 	}
 	var parent *active
 	if req.ParentID != "" && remoteParent == "" {
 		parent = s.active[req.ParentID]
 		if parent == nil || parent.ctx.Err() != nil {
+			unmake()
 			return Started{}, fmt.Errorf("%w: %s", ErrParentEnded, req.ParentID)
 		}
 	}
-	id := NewRunID()
 	r := &store.Run{ID: id, Agent: req.Agent, Prompt: req.Prompt, Status: store.StatusPending, ParentID: req.ParentID,
 		SessionID: sid, Options: optsJSON, Timeout: req.Options.Timeout, Owner: s.cfg.Owner, CreatedAt: time.Now()}
 	if err := s.st.CreateRun(ctx, r); err != nil {
+		unmake()
 		return Started{}, fmt.Errorf("record run: %w", err)
+	}
+	if change != nil {
+		// Recorded open at once, so that a drover killed mid-run leaves
+		// the next one the workspace to read the change from.
+		if err := s.st.RecordChange(ctx, change); err != nil {
+			s.log.Warn("ledger: could not record the run's workspace", "run", id, "workspace", change.Workspace, "err", err)
+		}
 	}
 	// A child's context is its own, not derived from the parent's, so that
 	// its end can say "parent ended" rather than the parent's own reason;
 	// cancelTreeLocked and execute cascade explicitly.
 	a := &active{id: id, req: req, done: make(chan struct{}), parent: parent, remoteParent: remoteParent,
-		children: map[string]*active{}, control: engine.NewControl(), costBefore: costBefore, plan: plan}
+		children: map[string]*active{}, control: engine.NewControl(), costBefore: costBefore, plan: plan, change: change}
 	a.ctx, a.cancel = context.WithCancelCause(s.ctx)
 	if parent != nil {
 		parent.children[id] = a
@@ -473,7 +549,7 @@ func (s *Supervisor) Start(ctx context.Context, req StartRequest) (Started, erro
 	s.queue = append(s.queue, a)
 	s.scheduleLocked()
 	s.notifyLocked()
-	return Started{RunID: id, SessionID: sid}, nil
+	return started, nil
 }
 
 // Check resolves req as Start would run it, or says what Start would
@@ -528,7 +604,8 @@ func Check(eng *engine.Engine, req StartRequest, fork *store.Run, session *store
 // defaults are what the supervisor fills in of a run's options; every run
 // it executes gets a Control (CTL-1, CTL-3), so each is planned live.
 func (s *Supervisor) defaults() engine.Defaults {
-	return engine.Defaults{Timeout: s.cfg.DefaultTimeout, ApprovalTimeout: s.cfg.DefaultApprovalTimeout, Live: true}
+	return engine.Defaults{Timeout: s.cfg.DefaultTimeout, ApprovalTimeout: s.cfg.DefaultApprovalTimeout, Live: true,
+		Workspaces: s.cfg.Workspaces != ""}
 }
 
 // Store returns the ledger the supervisor records in.
@@ -611,6 +688,9 @@ func (s *Supervisor) execute(a *active) {
 				rec.record(ev)
 			}
 		} else {
+			if a.change == nil {
+				a.change = s.startInPlace(a.ctx, a)
+			}
 			for ev := range s.eng.Execute(a.ctx, plan) {
 				rec.record(ev)
 			}
@@ -629,6 +709,9 @@ func (s *Supervisor) execute(a *active) {
 	s.mu.Unlock()
 	for _, c := range children {
 		<-c.done
+	}
+	if a.change != nil {
+		s.endRunChange(a)
 	}
 	close(rec.pending)
 	pipeline.Wait()

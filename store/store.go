@@ -221,6 +221,108 @@ type ControlAnswer struct {
 	drover.PermissionDecision
 }
 
+// ChangeState is where a run's change is in its review (WS-3).
+type ChangeState string
+
+// The states of a run's change.
+const (
+	// ChangeOpen: the run is still working in its workspace (or its
+	// drover ended before it could read the change: the next one reads it
+	// from the workspace).
+	ChangeOpen ChangeState = "open"
+	// ChangeNone: the run ended having changed nothing.
+	ChangeNone ChangeState = "none"
+	// ChangePending: the run ended with a change waiting for a decision.
+	ChangePending ChangeState = "pending"
+	// ChangeApplied, ChangeMerged, ChangeDiscarded: the decisions of
+	// drover apply, merge and discard.
+	ChangeApplied   ChangeState = "applied"
+	ChangeMerged    ChangeState = "merged"
+	ChangeDiscarded ChangeState = "discarded"
+	// ChangeRevised: a later run continued the work in the same
+	// workspace (drover revise); that run's change includes this one's.
+	ChangeRevised ChangeState = "revised"
+)
+
+// ChangeFile is one file of a run's change set.
+type ChangeFile struct {
+	Path string `json:"path"`
+	// From is the path a renamed file had.
+	From string `json:"from,omitempty"`
+	// Kind is added, modified, deleted or renamed.
+	Kind string `json:"kind"`
+	// Added and Removed count lines; a binary file has neither.
+	Added   int  `json:"added"`
+	Removed int  `json:"removed"`
+	Binary  bool `json:"binary,omitempty"`
+}
+
+// ChangeCheck is the result of the command a run's change was checked
+// with in its workspace after the run (WS-4, drover run --check).
+type ChangeCheck struct {
+	Command  string `json:"command"`
+	Passed   bool   `json:"passed"`
+	ExitCode int    `json:"exitCode"`
+	// Output is the tail of its standard output and error.
+	Output     string `json:"output,omitempty"`
+	DurationMs int64  `json:"durationMs"`
+}
+
+// ChangeDecision is one decision about a run's change: who took it, when,
+// and which.
+type ChangeDecision struct {
+	// Action is the state the decision moved the change to.
+	Action ChangeState `json:"action"`
+	By     string      `json:"by"`
+	At     time.Time   `json:"at"`
+	// Detail says more: the revising run's id, the commit a merge made.
+	Detail string `json:"detail,omitempty"`
+}
+
+// Change is a run's change to a git repository as the ledger records it
+// (WS-2) and what was decided about it (WS-3).
+type Change struct {
+	RunID string `json:"runId"`
+	// Repo is the top of the user's working tree.
+	Repo string `json:"repo"`
+	// Base is the commit the run's work started from, in full.
+	Base string `json:"base"`
+	// Branch, Workspace and Commit are those of a run in a workspace of
+	// its own (--worktree): its branch in Repo (refs/heads/Branch), the
+	// directory it worked in ("" once removed), and the commit on Branch
+	// that holds the change ("" when there is none). A run in place has
+	// none of them.
+	Branch    string `json:"branch,omitempty"`
+	Workspace string `json:"workspace,omitempty"`
+	Commit    string `json:"commit,omitempty"`
+	// Start is, for a run in place, the tree its working tree held when
+	// it started: the change is the difference from it.
+	Start string       `json:"start,omitempty"`
+	Files []ChangeFile `json:"files"`
+	// Patch is the change as git apply takes it, binary files included;
+	// "" when it was over the ledger's limit (Truncated) or has not been
+	// read (lists).
+	Patch     string       `json:"patch,omitempty"`
+	Truncated bool         `json:"truncated,omitempty"`
+	Check     *ChangeCheck `json:"check,omitempty"`
+	State     ChangeState  `json:"state"`
+	// Decisions are the change's decisions, oldest first; RecordChange
+	// ignores them.
+	Decisions []ChangeDecision `json:"decisions,omitempty"`
+	CreatedAt time.Time        `json:"createdAt"`
+	UpdatedAt time.Time        `json:"updatedAt"`
+}
+
+// ChangeFilter selects changes for ListChanges; zero fields do not filter.
+type ChangeFilter struct {
+	RunIDs []string
+	States []ChangeState
+	// Before: UpdatedAt < Before.
+	Before time.Time
+	// Patches asks for the patches too (lists leave them out).
+	Patches bool
+}
+
 // RunFilter selects runs for ListRuns; zero fields do not filter.
 type RunFilter struct {
 	Status    []RunStatus
@@ -320,6 +422,30 @@ type Store interface {
 	// processes take at the same time. FinishRun discards a run's
 	// messages nobody took.
 	TakeControls(ctx context.Context, runIDs []string) ([]ControlMessage, error)
+
+	// RecordChange records the change of run c.RunID (WS-2), replacing
+	// the one it had: a run in a workspace is recorded open when it
+	// starts, then with its change when it ends. Every field but
+	// Decisions, CreatedAt and UpdatedAt is written as given (an empty
+	// State is an error); CreatedAt is that of the run's first record
+	// (now when zero) and later records keep it whatever they say,
+	// UpdatedAt is now (both written back to c). Decisions already taken
+	// stay. ErrNotFound for an unknown run; a run that has ended is no
+	// error.
+	RecordChange(ctx context.Context, c *Change) error
+	// GetChange returns a run's change with its patch and decisions;
+	// ErrNotFound when none is recorded.
+	GetChange(ctx context.Context, runID string) (*Change, error)
+	// ListChanges returns the changes f selects, newest UpdatedAt first,
+	// with their decisions, and their patches only when f.Patches.
+	ListChanges(ctx context.Context, f ChangeFilter) ([]Change, error)
+	// DecideChange records d on a run's change and moves it to state
+	// d.Action (UpdatedAt now), in one transaction, when its state is one
+	// of from (any, when from is empty); otherwise nothing is written and
+	// the error is ErrConflict. Of deciders racing from one state, in any
+	// processes, one wins. ErrNotFound when the run has no change. A zero
+	// d.At is now; an empty d.Action is an error.
+	DecideChange(ctx context.Context, runID string, d ChangeDecision, from ...ChangeState) error
 
 	// Close releases the store; pending writes are flushed first. Closing
 	// again returns the first result.

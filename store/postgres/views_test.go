@@ -131,3 +131,79 @@ func TestLED3_TurnRecordViews(t *testing.T) {
 		t.Errorf("run_tool_calls (-Store.ToolCalls +view):\n%s", diff)
 	}
 }
+
+// WS-2, WS-3: a run's change — its files, patch, check and decisions — is
+// readable with plain SQL, the same as Store.GetChange returns it.
+func TestWS2_ChangeInPlainSQL(t *testing.T) {
+	ctx := t.Context()
+	url := pgtest.NewDatabase(t)
+	s := open(t, url)
+	mkRuns(t, s, "r1")
+	c := &store.Change{RunID: "r1", Repo: "/src/app", Base: "3f786850e387550fdab836ed7e6dc881de23001b",
+		Files: []store.ChangeFile{
+			{Path: "main.go", Kind: "modified", Added: 2, Removed: 1},
+			{Path: "docs/guide.md", From: "docs/old.md", Kind: "renamed"},
+			{Path: "logo.png", Kind: "added", Binary: true},
+		},
+		Patch: "diff --git a/main.go b/main.go\n--- a/main.go\n+++ b/main.go\n@@ -1 +1,2 @@\n-cafe\n+café\n+ok\n",
+		Check: &store.ChangeCheck{Command: "go test ./...", Passed: false, ExitCode: 2, DurationMs: 30},
+		State: store.ChangePending}
+	if err := s.RecordChange(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []store.ChangeDecision{
+		{Action: store.ChangeRevised, By: "drover revise", Detail: "r2"},
+		{Action: store.ChangeApplied, By: "http"},
+	} {
+		if err := s.DecideChange(ctx, "r1", d); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := s.GetChange(ctx, "r1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := conn(t, url)
+
+	rows, _ := db.Query(ctx, `SELECT f ->> 'path', COALESCE(f ->> 'from', ''), f ->> 'kind',
+			(f ->> 'added')::int, (f ->> 'removed')::int, COALESCE((f ->> 'binary')::boolean, false)
+		FROM changes c, jsonb_array_elements(c.files) WITH ORDINALITY AS e (f, i) WHERE c.run_id = 'r1' ORDER BY i`)
+	files, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (store.ChangeFile, error) {
+		var f store.ChangeFile
+		err := r.Scan(&f.Path, &f.From, &f.Kind, &f.Added, &f.Removed, &f.Binary)
+		return f, err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(want.Files, files); diff != "" {
+		t.Errorf("files (-Store.GetChange +SQL):\n%s", diff)
+	}
+
+	rows, _ = db.Query(ctx, `SELECT d.action, d.decided_by, d.at, d.detail
+		FROM change_decisions d JOIN changes c USING (run_id) WHERE c.run_id = 'r1' ORDER BY d.n`)
+	ds, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (store.ChangeDecision, error) {
+		var d store.ChangeDecision
+		err := r.Scan(&d.Action, &d.By, &d.At, &d.Detail)
+		d.At = d.At.UTC()
+		return d, err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(want.Decisions, ds); diff != "" {
+		t.Errorf("decisions (-Store.GetChange +SQL):\n%s", diff)
+	}
+
+	var patch, state string
+	var exit int
+	var passed bool
+	if err := db.QueryRow(ctx, `SELECT convert_from(patch, 'UTF8'), state, (check_result ->> 'exitCode')::int,
+		(check_result ->> 'passed')::boolean FROM changes WHERE run_id = 'r1'`).Scan(&patch, &state, &exit, &passed); err != nil {
+		t.Fatal(err)
+	}
+	if patch != want.Patch || state != string(want.State) || exit != want.Check.ExitCode || passed != want.Check.Passed {
+		t.Errorf("SQL read patch %q, state %s, check exit %d passed %v; Store.GetChange %q, %s, %+v",
+			patch, state, exit, passed, want.Patch, want.State, want.Check)
+	}
+}

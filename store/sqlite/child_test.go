@@ -41,6 +41,14 @@ func childMain(mode string) int {
 			bufio.NewReader(os.Stdin).ReadString('\n')
 			err = errors.Join(shareWork(ctx, s, prefix), s.Close())
 		}
+	case "decide":
+		// As "share": both processes race to decide the same changes.
+		var s *sqlite.Store
+		if s, err = sqlite.Open(ctx, path); err == nil {
+			fmt.Println("ready")
+			bufio.NewReader(os.Stdin).ReadString('\n')
+			err = errors.Join(decideWork(ctx, s, prefix), s.Close())
+		}
 	case "crash":
 		err = childCrash(ctx, path)
 	default:

@@ -120,3 +120,91 @@ func TestLED3_TurnRecordViews(t *testing.T) {
 		t.Errorf("run_tool_calls (-Store.ToolCalls +view):\n%s", diff)
 	}
 }
+
+// WS-2, WS-3: a run's change — its files, patch, check and decisions — is
+// readable with plain SQL, the same as Store.GetChange returns it.
+func TestWS2_ChangeInPlainSQL(t *testing.T) {
+	s, path := openTemp(t)
+	ctx := t.Context()
+	createRuns(t, s, "r1")
+	c := &store.Change{RunID: "r1", Repo: "/src/app", Base: "3f786850e387550fdab836ed7e6dc881de23001b",
+		Files: []store.ChangeFile{
+			{Path: "main.go", Kind: "modified", Added: 2, Removed: 1},
+			{Path: "docs/guide.md", From: "docs/old.md", Kind: "renamed"},
+			{Path: "logo.png", Kind: "added", Binary: true},
+		},
+		Patch: "diff --git a/main.go b/main.go\n--- a/main.go\n+++ b/main.go\n@@ -1 +1,2 @@\n-caf\xe9\n+café\n+ok\n",
+		Check: &store.ChangeCheck{Command: "go test ./...", Passed: false, ExitCode: 2, DurationMs: 30},
+		State: store.ChangePending}
+	if err := s.RecordChange(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []store.ChangeDecision{
+		{Action: store.ChangeRevised, By: "drover revise", Detail: "r2"},
+		{Action: store.ChangeApplied, By: "http"},
+	} {
+		if err := s.DecideChange(ctx, "r1", d); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := s.GetChange(ctx, "r1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := rawDB(t, path)
+
+	rows, err := db.Query(`SELECT f.value ->> 'path', COALESCE(f.value ->> 'from', ''), f.value ->> 'kind',
+			f.value ->> 'added', f.value ->> 'removed', COALESCE(f.value ->> 'binary', 0)
+		FROM changes c, json_each(c.files) f WHERE c.run_id = 'r1' ORDER BY f.key`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var files []store.ChangeFile
+	for rows.Next() {
+		var f store.ChangeFile
+		if err := rows.Scan(&f.Path, &f.From, &f.Kind, &f.Added, &f.Removed, &f.Binary); err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, f)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(want.Files, files); diff != "" {
+		t.Errorf("files (-Store.GetChange +SQL):\n%s", diff)
+	}
+
+	rows, err = db.Query(`SELECT d.action, d.decided_by, d.at, d.detail
+		FROM change_decisions d JOIN changes c USING (run_id) WHERE c.run_id = 'r1' ORDER BY d.n`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ds []store.ChangeDecision
+	for rows.Next() {
+		var d store.ChangeDecision
+		var at int64
+		if err := rows.Scan(&d.Action, &d.By, &at, &d.Detail); err != nil {
+			t.Fatal(err)
+		}
+		d.At = time.Unix(0, at).UTC()
+		ds = append(ds, d)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(want.Decisions, ds); diff != "" {
+		t.Errorf("decisions (-Store.GetChange +SQL):\n%s", diff)
+	}
+
+	var patch, state string
+	var exit int
+	var passed bool
+	if err := db.QueryRow(`SELECT patch, state, check_result ->> 'exitCode', check_result ->> 'passed'
+		FROM changes WHERE run_id = 'r1'`).Scan(&patch, &state, &exit, &passed); err != nil {
+		t.Fatal(err)
+	}
+	if patch != want.Patch || state != string(want.State) || exit != want.Check.ExitCode || passed != want.Check.Passed {
+		t.Errorf("SQL read patch %q, state %s, check exit %d passed %v; Store.GetChange %q, %s, %+v",
+			patch, state, exit, passed, want.Patch, want.State, want.Check)
+	}
+}

@@ -39,6 +39,9 @@
 //     of EventsAfter with concurrent writers sees every event once.
 //   - AdvanceSession from a session with no head adds nothing to Heads, and
 //     concurrent advances are never lost.
+//   - RecordChange of a run that has ended is allowed; a change's patch
+//     comes back byte for byte (it need not be UTF-8), and its files, when
+//     none were given, as an empty list.
 package storetest
 
 import (
@@ -88,6 +91,12 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"LED3_FinishAdvancesSession", testFinishAdvancesSession},
 		{"RUN6_Unfinished", testUnfinished},
 		{"FAIL1_Cooldowns", testCooldowns},
+		{"WS2_ChangeRoundTrip", testChangeRoundTrip},
+		{"WS2_RecordChangeReplaces", testRecordChangeReplaces},
+		{"WS3_DecideChange", testDecideChange},
+		{"WS3_DecideChangeConflict", testDecideChangeConflict},
+		{"WS3_ListChanges", testListChanges},
+		{"WS3_DecideChangeOnce", testDecideChangeOnce},
 		{"Concurrency", testConcurrency},
 	}
 	for _, tc := range tests {

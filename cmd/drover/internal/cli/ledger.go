@@ -66,6 +66,13 @@ const fewRuns = 16
 func (e *env) supervise(ctx context.Context, st store.Store, loc string, cfg runs.Config, fn func(*runs.Supervisor, store.Store) error) error {
 	cfg.Logger = e.log
 	cfg.Protected = protected(loc)
+	if cfg.Workspaces == "" {
+		// Runs' workspaces live in drover's state, not in the user's
+		// tree (WS-1); without a state directory none are made.
+		if d, err := stateDir(); err == nil {
+			cfg.Workspaces = filepath.Join(d, "worktrees")
+		}
+	}
 	q, err := resolveQueue(ctx, cfg.Queue, st)
 	if err != nil {
 		return err

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"math"
+	"slices"
 	"strings"
 	"time"
 
@@ -36,12 +37,28 @@ func newPsCmd(e *env) *cobra.Command {
 				if err != nil {
 					return serviceError(err)
 				}
-				return printList(e, asJSON, res.Runs, []string{"RUN", "AGENT", "STATUS", "AGE", "DURATION", "COST", "PROMPT"}, func(r store.Run) []string {
+				header := []string{"RUN", "AGENT", "STATUS", "AGE", "DURATION", "COST", "PROMPT"}
+				changes := map[string]*store.Change{}
+				for i := range res.Changes {
+					changes[res.Changes[i].RunID] = &res.Changes[i]
+				}
+				if len(changes) > 0 && !asJSON {
+					header = slices.Insert(header, 6, "CHANGE")
+				}
+				return printList(e, asJSON, res.Runs, header, func(r store.Run) []string {
 					st := string(r.Status)
 					if r.Error != "" {
 						st += " (" + firstLine(r.Error, 30) + ")"
 					}
-					return []string{r.ID, r.Agent, st, age(r.CreatedAt), duration(r), cost(r.Usage), firstLine(r.Prompt, 40)}
+					row := []string{r.ID, r.Agent, st, age(r.CreatedAt), duration(r), cost(r.Usage), firstLine(r.Prompt, 40)}
+					if len(header) > len(row) {
+						change := "-"
+						if c := changes[r.ID]; c != nil {
+							change = changeSummary(c)
+						}
+						row = slices.Insert(row, 6, change)
+					}
+					return row
 				})
 			})
 		},

@@ -26,6 +26,10 @@ import (
 )
 
 type runFlags struct {
+	worktree        bool
+	base            string
+	includeDirty    bool
+	check           string
 	agents          []string
 	json            bool
 	tier            string
@@ -94,6 +98,10 @@ usage error, 130 after SIGINT once every run has ended interrupted.`,
 	}
 	fl := cmd.Flags()
 	fl.StringArrayVarP(&f.agents, "agent", "a", nil, "agent id or alias (repeat to run several in parallel)")
+	fl.BoolVar(&f.worktree, "worktree", false, "run in a git workspace of the run's own, on branch drover/RUN, from HEAD or --base; its change is recorded for review (drover diff, apply, merge, discard, revise; docs/workspaces.md)")
+	fl.StringVar(&f.base, "base", "", "with --worktree: the commit, branch or tag the workspace starts from (default HEAD)")
+	fl.BoolVar(&f.includeDirty, "include-dirty", false, "with --worktree: carry the working tree's uncommitted changes into the workspace")
+	fl.StringVar(&f.check, "check", "", "with --worktree: a shell command run in the workspace after the run (e.g. 'go test ./...'); its result is recorded and compared")
 	fl.BoolVar(&f.json, "json", false, "print the UES events as JSON lines on stdout, nothing else")
 	fl.StringVar(&f.tier, "tier", "", "permission tier: sandbox, dry-run, supervised (default), autonomous")
 	fl.StringVar(&f.model, "model", "", "model name passed to the agent")
@@ -225,6 +233,13 @@ func runRun(ctx context.Context, e *env, f *runFlags, args []string) error {
 			}
 			human.labels[id] = label
 			fmt.Fprintf(e.stderr, "drover: %s: run %s\n", label, id)
+			if started.Workspace != "" {
+				fmt.Fprintf(e.stderr, "drover: %s: works in %s on branch %s\n", label, started.Workspace, started.Branch)
+			}
+			if n := len(started.Uncommitted); n > 0 {
+				fmt.Fprintf(e.stderr, "drover: %s: %d uncommitted %s of your working tree %s not in its workspace (--include-dirty carries them): %s\n",
+					label, n, plural(n, "change", "changes"), plural(n, "is", "are"), strings.Join(started.Uncommitted[:min(n, 5)], ", "))
+			}
 		}
 		stop := context.AfterFunc(ctx, func() { cancelAll(ids) })
 		defer stop()
@@ -287,8 +302,17 @@ func runRun(ctx context.Context, e *env, f *runFlags, args []string) error {
 		for _, r := range recs.Runs {
 			statuses[r.ID] = r.DoneStatus
 		}
+		sayChanges(bg, e, svc, ids, human.labels)
 		return exitFor(ctx, statuses)
 	})
+}
+
+// plural is one or many by n.
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
 }
 
 // recordError says an error of following or awaiting drover run's runs:
@@ -371,6 +395,11 @@ func planRun(ctx context.Context, e *env, f *runFlags, args []string, remote *se
 		opts.Contain = &on
 	}
 	opts.Network, opts.ContainReads = f.net, f.containReads
+	if f.worktree {
+		opts.Worktree = &drover.Worktree{Base: f.base, IncludeDirty: f.includeDirty, Check: f.check}
+	} else if f.base != "" || f.includeDirty || f.check != "" {
+		return nil, usagef("--base, --include-dirty and --check go with --worktree")
+	}
 	if opts.Cwd != "" && remote == nil {
 		if st, err := os.Stat(opts.Cwd); err != nil || !st.IsDir() {
 			return nil, usagef("--cwd %s is not a directory", opts.Cwd)
@@ -454,7 +483,7 @@ func planRun(ctx context.Context, e *env, f *runFlags, args []string, remote *se
 			o.ApprovalTimeout = defaultAskTimeout // asked here: the check sees the timeout the run will have
 		}
 		// Planned live, as the supervisor plans every run it executes.
-		_, err := runs.Check(eng, runs.StartRequest{Agent: a, Prompt: prompt, Options: o, ForkFrom: f.fork}, fork, sess, engine.Defaults{Live: true})
+		_, err := runs.Check(eng, runs.StartRequest{Agent: a, Prompt: prompt, Options: o, ForkFrom: f.fork}, fork, sess, engine.Defaults{Live: true, Workspaces: true})
 		if err != nil {
 			return nil, preflightError(f, a, err)
 		}

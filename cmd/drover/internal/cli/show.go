@@ -37,8 +37,12 @@ func newShowCmd(e *env) *cobra.Command {
 					total.WithoutCost = 1
 				}
 				if asJSON {
-					return json.NewEncoder(e.stdout).Encode(map[string]any{"run": r, "children": children, "total": total,
-						"messages": msgs, "toolCalls": calls, "pending": pending})
+					out := map[string]any{"run": r, "children": children, "total": total,
+						"messages": msgs, "toolCalls": calls, "pending": pending}
+					if g.Change != nil {
+						out["change"] = g.Change
+					}
+					return json.NewEncoder(e.stdout).Encode(out)
 				}
 				w := inert{e.stdout}
 				fmt.Fprintf(w, "run       %s\nagent     %s\nstatus    %s", r.ID, r.Agent, r.Status)
@@ -70,6 +74,22 @@ func newShowCmd(e *env) *cobra.Command {
 				}
 				for _, c := range children {
 					fmt.Fprintf(w, "child     %s %s %s\n", c.ID, c.Agent, c.Status)
+				}
+				if c := g.Change; c != nil {
+					fmt.Fprintf(w, "change    %s in %s (base %s)\n", changeSummary(c), c.Repo, short(c.Base))
+					if c.Branch != "" {
+						fmt.Fprintf(w, "branch    %s", c.Branch)
+						if c.Workspace != "" {
+							fmt.Fprintf(w, " in %s", c.Workspace)
+						}
+						fmt.Fprintln(w)
+					}
+					if c.Check != nil {
+						fmt.Fprintf(w, "check     %s: %s\n", c.Check.Command, checkSummary(c.Check))
+					}
+					for _, d := range c.Decisions {
+						fmt.Fprintf(w, "decided   %s by %s at %s %s\n", d.Action, d.By, d.At.Format(time.RFC3339), d.Detail)
+					}
 				}
 				if len(msgs) > 0 {
 					fmt.Fprintln(w, "\nmessages")
