@@ -2,6 +2,7 @@ package acpagent_test
 
 import (
 	"context"
+	"os/exec"
 	"slices"
 	"testing"
 	"time"
@@ -504,4 +505,50 @@ func TestACP2_InputEndCancelsRuns(t *testing.T) {
 		t.Fatalf("runs when Serve returned: %+v, %v; want the run cancelled and recorded", rs, err)
 	}
 	answer() // the editor is gone: no answer to look at
+}
+
+// TestWS1_ACPSessionInAWorktree: with the worktree option on, a session's
+// first prompt runs in a workspace of its own on a branch of the user's
+// repository, and its next prompt continues in that workspace (a revise:
+// the first run's change is revised by the second); the user's tree is
+// untouched. Off, a prompt runs in the editor's directory.
+func TestWS1_ACPSessionInAWorktree(t *testing.T) {
+	f := newFixture(t)
+	c := f.connect(acpagent.Config{})
+	repo := t.TempDir()
+	for _, args := range [][]string{{"init", "-q", "-b", "main"}, {"-c", "user.name=u", "-c", "user.email=u@x", "commit", "-q", "--allow-empty", "-m", "base"}} {
+		if out, err := exec.Command("git", append([]string{"-C", repo}, args...)...).CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+	}
+	ns := c.newSession(repo)
+	if w := option(t, ns.ConfigOptions, "worktree"); w.CurrentValue != "off" || !slices.Equal(values(w), []string{"off", "on"}) {
+		t.Fatalf("worktree option %+v", w)
+	}
+	c.setOption(ns.SessionId, "worktree", "on")
+	_, first := c.mustPrompt(ns.SessionId, "hi")
+	_, second := c.mustPrompt(ns.SessionId, "again")
+	ctx := context.Background()
+	c1, err := f.st.GetChange(ctx, first)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c2, err := f.st.GetChange(ctx, second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c1.Branch != "drover/"+first || c2.Branch != c1.Branch || c2.Workspace != c1.Workspace || c1.State != store.ChangeRevised {
+		t.Fatalf("changes:\nfirst  %+v\nsecond %+v", c1, c2)
+	}
+	if o := f.options(second); o.Cwd != c1.Workspace {
+		t.Errorf("the second prompt ran in %s, not the session's workspace %s", o.Cwd, c1.Workspace)
+	}
+	if out, _ := exec.Command("git", "-C", repo, "status", "--porcelain").Output(); len(out) != 0 {
+		t.Errorf("the user's tree changed: %s", out)
+	}
+	c.setOption(ns.SessionId, "worktree", "off")
+	_, third := c.mustPrompt(ns.SessionId, "in place")
+	if o := f.options(third); o.Worktree != nil || o.Cwd != repo {
+		t.Errorf("off: the run's cwd %s, worktree %+v", o.Cwd, o.Worktree)
+	}
 }

@@ -102,7 +102,7 @@ func newFixture(t *testing.T) *fixture {
 			t.Fatal(err)
 		}
 	}
-	sup, err := runs.New(context.Background(), engine.New(reg), st, runs.Config{Poll: 20 * time.Millisecond})
+	sup, err := runs.New(context.Background(), engine.New(reg), st, runs.Config{Poll: 20 * time.Millisecond, Workspaces: filepath.Join(t.TempDir(), "worktrees")})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -82,7 +82,7 @@ func (a *agent) Prompt(_ context.Context, p acp.PromptRequest) (acp.PromptRespon
 	s.turn = t
 	a.turns[t] = true
 	req := a.requestLocked(s, text)
-	record := !s.recorded
+	record, lastRun := !s.recorded, s.lastRun
 	a.mu.Unlock()
 	defer func() {
 		a.mu.Lock()
@@ -94,9 +94,20 @@ func (a *agent) Prompt(_ context.Context, p acp.PromptRequest) (acp.PromptRespon
 	if t.aborted() || t.cancelled() {
 		return acp.PromptResponse{StopReason: acp.StopReasonCancelled}, nil
 	}
-	started, err := a.svc.Run(a.ctx, req)
+	var started *runs.Started
+	if req.Options.Worktree != nil && lastRun != "" {
+		// The session's workspace, continued: the change accumulates.
+		started, err = a.svc.Revise(a.ctx, api.ReviseParams{RunID: lastRun, Prompt: req.Prompt, Options: req.Options, By: "acp"})
+	} else {
+		started, err = a.svc.Run(a.ctx, req)
+	}
 	if err != nil {
 		return acp.PromptResponse{}, startError(err)
+	}
+	if req.Options.Worktree != nil {
+		a.mu.Lock()
+		s.lastRun = started.RunID
+		a.mu.Unlock()
 	}
 	if record {
 		a.recorded(s)
@@ -141,6 +152,9 @@ func (a *agent) requestLocked(s *session, prompt string) api.RunParams {
 			}
 			o.MCPServers[name] = m
 		}
+	}
+	if s.worktree {
+		o.Worktree = &drover.Worktree{}
 	}
 	if a.cfg.Defaults != nil {
 		a.cfg.Defaults(&o)

@@ -21,6 +21,9 @@ const (
 	optAgent = "agent"
 	optModel = "model"
 	optTier  = "tier"
+	// optWorktree runs the session in a git workspace of its own (WS-1):
+	// its first prompt makes it, the next ones continue there (revise).
+	optWorktree = "worktree"
 	// defaultModel is the model option's value for "the agent's own".
 	defaultModel = "default"
 )
@@ -34,6 +37,11 @@ type session struct {
 	agent string // canonical id
 	model string // "" is the agent's own
 	tier  drover.Tier
+	// worktree: the session's runs work in a workspace of their own;
+	// lastRun is the run of its last prompt there, whose workspace the
+	// next prompt continues.
+	worktree bool
+	lastRun  string
 	// recorded: the ledger has the session, so its agent is fixed (a
 	// drover session is a conversation with one agent).
 	recorded bool
@@ -279,8 +287,17 @@ func (a *agent) setLocked(s *session, option, value string) error {
 			return invalidParams("%v", err)
 		}
 		s.tier = t
+	case optWorktree:
+		switch value {
+		case "on":
+			s.worktree = true
+		case "off":
+			s.worktree, s.lastRun = false, ""
+		default:
+			return invalidParams("worktree is on or off, not %q", value)
+		}
 	default:
-		return invalidParams("unknown config option %q (want agent, model or tier)", option)
+		return invalidParams("unknown config option %q (want agent, model, tier or worktree)", option)
 	}
 	return nil
 }
@@ -323,6 +340,9 @@ func (a *agent) optionsLocked(s *session) []acp.SessionConfigOption {
 		sel(optAgent, "Agent", nil, s.agent, agentOpts),
 		sel(optModel, "Model", acp.Ptr(acp.SessionConfigOptionCategoryModel), model, modelOpts),
 		sel(optTier, "Permission tier", acp.Ptr(acp.SessionConfigOptionCategoryMode), string(s.tier), tierOpts),
+		sel(optWorktree, "Git worktree", nil, map[bool]string{true: "on", false: "off"}[s.worktree], acp.SessionConfigSelectOptionsUngrouped{
+			{Value: "off", Name: "Off", Description: acp.Ptr("work in the editor's directory")},
+			{Value: "on", Name: "On", Description: acp.Ptr("work in a git workspace of the session's own, on a branch drover/RUN, for review (drover diff, apply, merge)")}}),
 	}
 }
 
