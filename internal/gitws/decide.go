@@ -30,7 +30,7 @@ func (e *ConflictError) Error() string {
 
 // conflictFile finds the file in a line of git apply's or read-tree's
 // complaints.
-var conflictFile = regexp.MustCompile(`^error: (?:patch failed: (.+):\d+$|(.+): (?:already exists in working directory|does not exist in index|No such file or directory|patch does not apply|does not match index|already exists in index)$|Your local changes to the following files would be overwritten)|^error: Entry '(.+)' (?:not uptodate|would be overwritten)|^\t(.+)$`)
+var conflictFile = regexp.MustCompile(`^error: (?:patch failed: (.+):\d+$|(.+): (?:already exists in working directory|does not exist in index|No such file or directory|patch does not apply|does not match index|already exists in index)$|Your local changes to the following files would be overwritten)|^error: (?:Entry|Untracked working tree file) '(.+)' (?:not uptodate|would be overwritten)|^\t(.+)$`)
 
 // conflicts lists the files git's complaints name, once each.
 func conflicts(msg string) []string {

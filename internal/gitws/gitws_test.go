@@ -325,6 +325,15 @@ func TestWS3_MergeNothingHalfDone(t *testing.T) {
 	if _, err := r.Merge(ctx, "drover/three", true, "three", Person{"drover", "drover@localhost"}); !errors.As(err, &ce) || !slices.Equal(ce.Files, []string{"b.txt"}) {
 		t.Errorf("a local change in the way: %v", err)
 	}
+	os.Remove(filepath.Join(dir, "b.txt"))
+	run(t, dir, "checkout", "--quiet", "b.txt")
+	branch("drover/four", map[string]string{"new.txt": "theirs\n"})
+	write(t, filepath.Join(dir, "new.txt"), "untracked\n")
+	if _, err := r.Merge(ctx, "drover/four", true, "four", Person{"drover", "drover@localhost"}); !errors.As(err, &ce) || !slices.Equal(ce.Files, []string{"new.txt"}) {
+		t.Errorf("an untracked file in the way: %v", err)
+	}
+	os.Remove(filepath.Join(dir, "new.txt"))
+	write(t, filepath.Join(dir, "b.txt"), "local\n")
 	if got := run(t, dir, "rev-parse", "HEAD"); got != head {
 		t.Error("a refused merge moved HEAD")
 	}

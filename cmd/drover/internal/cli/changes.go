@@ -115,7 +115,7 @@ func printStat(w io.Writer, c *store.Change) {
 		removed += f.Removed
 	}
 	tw.Flush()
-	fmt.Fprintf(w, " %d files changed, +%d -%d\n", len(c.Files), added, removed)
+	fmt.Fprintf(w, " %d %s changed, +%d -%d\n", len(c.Files), plural(len(c.Files), "file", "files"), added, removed)
 }
 
 // short is a commit's short form.

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -17,6 +18,7 @@ import (
 	"github.com/drover-run/drover/builtin"
 	"github.com/drover-run/drover/engine"
 	"github.com/drover-run/drover/internal/config"
+	"github.com/drover-run/drover/internal/gitws"
 	"github.com/drover-run/drover/internal/imagemem"
 	"github.com/drover-run/drover/pricing"
 	"github.com/drover-run/drover/runs"
@@ -488,7 +490,36 @@ func planRun(ctx context.Context, e *env, f *runFlags, args []string, remote *se
 			return nil, preflightError(f, a, err)
 		}
 	}
+	if f.worktree {
+		if err := checkWorktree(ctx, f, opts); err != nil {
+			return nil, err
+		}
+	}
 	return plan, nil
+}
+
+// checkWorktree refuses, as the supervisor would when it plans the
+// run's workspace, a --worktree run for which none can be made: a queued
+// run, no git, no repository or no commit where the run would work, a
+// --base that names no commit, --include-dirty from a base other than
+// HEAD. Refused here, the run leaves no trace (planRun).
+func checkWorktree(ctx context.Context, f *runFlags, opts drover.Options) error {
+	if f.queue {
+		return usagef("--worktree: a queued run has no workspace (drover workers run in place)")
+	}
+	cwd, _ := opts.WorkDirs()
+	repo, err := gitws.Find(ctx, cwd)
+	if err != nil {
+		return usagef("--worktree: %v", err)
+	}
+	base, err := repo.Resolve(ctx, cmp.Or(f.base, "HEAD"))
+	if err != nil {
+		return usagef("--base: %v", err)
+	}
+	if f.includeDirty && base != repo.Head {
+		return usagef("--include-dirty carries the changes made on HEAD, so it goes with no --base other than HEAD")
+	}
+	return nil
 }
 
 // failoverOf is the failover chain of --profile, --model-fallback and
