@@ -21,6 +21,16 @@ const state = {
   selected: '',
   timeline: null, // the selected run's timeline, see openTimeline
   renderQueued: false,
+  changes: new Map(), // run id → its change without the patch, from GET /v1/runs
+  changesTimer: 0,
+  picked: new Set(), // ids ticked in the list, for compare
+  change: null, // the selected run's change as shown, see renderChange
+  changeSeq: 0,
+  commentSeq: 0,
+  compare: null, // the ids compared, when the compare view is open
+  compareSeq: 0,
+  revisions: new Map(), // id of a run started by Request changes → the run it revises
+  discardTimer: 0,
 };
 
 // ---- small helpers -------------------------------------------------------
@@ -191,10 +201,22 @@ function startWatch() {
   state.watch = es;
   es.addEventListener('run', (e) => {
     const r = JSON.parse(e.data);
+    const was = state.runs.get(r.id);
     state.runs.set(r.id, r);
     queueRender();
+    if (was && was.status === r.status) return;
+    // A new run or a status change: the runs' changes may have moved (a
+    // run's change is recorded before its end).
+    refreshChanges();
+    if (was && LIVE.has(was.status) && !LIVE.has(r.status)) {
+      if (r.id === state.selected) loadChange(r.id);
+      if (state.compare && state.compare.includes(r.id)) loadCompare();
+    }
   });
-  es.addEventListener('synced', () => setConn('live', 'live'));
+  es.addEventListener('synced', () => {
+    setConn('live', 'live');
+    refreshChanges();
+  });
   es.onerror = async () => {
     if (es !== state.watch) return;
     setConn('reconnecting', 'reconnecting…');
@@ -299,10 +321,14 @@ function runRow(r, depth) {
     fmtDuration(runDuration(r)),
     u.inputTokens || u.outputTokens ? fmtInt(u.inputTokens) + ' / ' + fmtInt(u.outputTokens) : '',
     fmtCost(u.totalCostUsd, u.costEstimated)];
-  const key = JSON.stringify([cells, depth, r.status, r.parentId || '']);
+  const ch = changeBadge(state.changes.get(r.id));
+  const key = JSON.stringify([cells, depth, r.status, r.parentId || '', ch && ch.key]);
   let row = state.rows.get(r.id);
   if (!row) {
     const c = {
+      pick: el('input', { type: 'checkbox', class: 'pick', 'aria-label': 'pick for compare', title: 'pick for compare',
+        onclick: (e) => e.stopPropagation(), onkeydown: (e) => e.stopPropagation(),
+        onchange: (e) => pick(r.id, e.target.checked) }),
       status: el('span'),
       agent: el('td', { class: 'agent' }),
       prompt: el('td', { class: 'prompt' }),
@@ -315,12 +341,13 @@ function runRow(r, depth) {
       class: 'run', 'data-run-id': r.id, tabindex: 0,
       onclick: () => selectRun(r.id),
       onkeydown: (e) => { if (e.key === 'Enter') selectRun(r.id); },
-    }, el('td', {}, c.status), c.agent, c.prompt, c.started, c.duration, c.tokens, c.cost);
+    }, el('td', {}, c.pick, c.status), c.agent, c.prompt, c.started, c.duration, c.tokens, c.cost);
     row = { tr, c, key: '', promptKey: '' };
     state.rows.set(r.id, row);
   }
   const tr = row.tr;
   tr.classList.toggle('selected', r.id === state.selected);
+  row.c.pick.checked = state.picked.has(r.id);
   if (row.key === key) return tr;
   row.key = key;
   tr.dataset.status = r.status;
@@ -331,10 +358,10 @@ function runRow(r, depth) {
   c.status.textContent = label;
   c.agent.textContent = inert(cells[1]);
   c.agent.title = workerOf(r) ? 'run by worker ' + workerOf(r) : '';
-  const promptKey = JSON.stringify([r.prompt, depth]);
+  const promptKey = JSON.stringify([r.prompt, depth, ch && ch.key]);
   if (row.promptKey !== promptKey) {
     row.promptKey = promptKey;
-    fillPrompt(c.prompt, r, depth);
+    fillPrompt(c.prompt, r, depth, ch);
   }
   c.started.textContent = cells[3];
   if (LIVE.has(r.status)) c.duration.dataset.live = 'true';
@@ -346,10 +373,11 @@ function runRow(r, depth) {
 }
 
 // fillPrompt shows a run's prompt in its cell, indented by its depth in
-// the tree.
-function fillPrompt(td, r, depth) {
+// the tree, with the summary of its change under it (changeBadge) if it
+// has one.
+function fillPrompt(td, r, depth, ch) {
   td.title = inert(r.prompt);
-  td.replaceChildren(...(depth ? [el('span', { class: 'branch', text: '↳ ' })] : []), inert(r.prompt));
+  td.replaceChildren(...(depth ? [el('span', { class: 'branch', text: '↳ ' })] : []), inert(r.prompt), ch ? ch.el() : '');
   td.style.paddingLeft = (0.5 + depth * 1.25) + 'em'; // CSSOM: allowed by the CSP
 }
 
@@ -389,6 +417,7 @@ function tick() {
 function selectRun(id) {
   if (!id) return;
   if (location.hash !== '#run=' + id) history.replaceState(null, '', '#run=' + id);
+  closeCompare();
   if (state.selected === id && state.timeline) return;
   state.selected = id;
   for (const tr of document.querySelectorAll('#runs-body tr.run')) {
@@ -398,6 +427,8 @@ function selectRun(id) {
   $('detail').dataset.runId = id;
   renderDetailHead();
   openTimeline(id);
+  clearChange();
+  loadChange(id);
   if (!state.runs.has(id)) {
     // Older than the runs listed (a link, #run=…): fetch its record.
     api('GET', '/v1/runs/' + encodeURIComponent(id))
@@ -466,13 +497,18 @@ function renderDetailHead() {
   if (r.parentId) links.push(el('span', {}, 'child of ', runLink(r.parentId)));
   const kids = [...state.runs.values()].filter((c) => c.parentId === id);
   if (kids.length) {
-    links.push(el('span', {}, 'children: ', ...kids.flatMap((c, i) => [i ? ', ' : '', runLink(c.id)])));
+    links.push(el('span', {}, 'children: ', ...kids.flatMap((c, i) => [i ? ', ' : '', runLink(c.id)]),
+      ...(kids.length > 1 ? [' (', compareLink(kids.map((c) => c.id), 'compare them'), ')'] : [])));
   }
   $('detail-links').replaceChildren(...links);
 }
 
 function runLink(id) {
   return el('a', { href: '#run=' + id, text: id, onclick: (e) => { e.preventDefault(); selectRun(id); } });
+}
+
+function compareLink(ids, text) {
+  return el('a', { href: '#compare=' + ids.join(','), text, onclick: (e) => { e.preventDefault(); openCompare(ids); } });
 }
 
 function closeTimeline() {
@@ -741,6 +777,620 @@ function tickDue(span) {
   span.textContent = 'denied in ' + (left >= 60 ? Math.floor(left / 60) + ' min ' : '') + (left % 60) + ' s without an answer';
 }
 
+// ---- a run's change (WS-2, WS-3) -----------------------------------------
+//
+// A run that worked in a git repository has a change (GET /v1/runs/{id}/change):
+// its files, its patch, the check's result, its review state and the
+// decisions taken. The patch is the agent's work that a person is about to
+// take into their tree: it is shown exactly (exact), never as markup, and
+// in pages so that a patch of megabytes does not hold the page up.
+
+// What a change's state is called, in full and in the run list.
+const CHANGE_STATE = {
+  open: ['working', 'working'],
+  none: ['no change', 'no change'],
+  pending: ['pending review', 'review'],
+  applied: ['applied', 'applied'],
+  merged: ['merged', 'merged'],
+  discarded: ['discarded', 'discarded'],
+  revised: ['revised', 'revised'],
+};
+const DIFF_PAGE = 1500; // diff lines shown at first, and at each "show more"
+const DIFF_LINE = 2000; // characters shown of one diff line
+
+function changeLabel(st, short) {
+  const l = CHANGE_STATE[st];
+  return l ? l[short ? 1 : 0] : String(st || '');
+}
+
+// changeState is what a change's state is called: a run in place has
+// nothing to review (its change is in the working tree already).
+function changeState(c, short) {
+  if (c.state === 'pending' && !c.branch) return short ? 'in place' : 'changed in place';
+  return changeLabel(c.state, short);
+}
+
+// exact is text of a change as a person reviews it: shown exactly, every
+// control and format character as an escape (see quote), tabs kept.
+function exact(s) {
+  return String(s).split('\t').map(quote).join('\t');
+}
+
+function plural(n, one, many) {
+  return fmtInt(n) + ' ' + (n === 1 ? one : many || one + 's');
+}
+
+function fmtWhen(iso) {
+  return isZeroTime(iso) ? '' : new Date(iso).toLocaleString('en-GB');
+}
+
+// lineCounts totals a change's files and lines.
+function lineCounts(c) {
+  let added = 0, removed = 0;
+  for (const f of c.files || []) {
+    added += f.added || 0;
+    removed += f.removed || 0;
+  }
+  return { files: (c.files || []).length, added, removed };
+}
+
+// addDel shows lines added and removed, coloured.
+function addDel(added, removed) {
+  return el('span', { class: 'addel' }, el('span', { class: 'add', text: '+' + fmtInt(added) }), ' ',
+    el('span', { class: 'del', text: '−' + fmtInt(removed) }));
+}
+
+// changeBadge is a run's change as the run list shows it, under the
+// prompt: its state, files and lines; null for a run without one.
+function changeBadge(c) {
+  if (!c) return null;
+  const n = lineCounts(c);
+  const st = changeState(c, true);
+  const files = n.files ? plural(n.files, 'file') : '';
+  const key = JSON.stringify([st, c.state, files, n.added, n.removed]);
+  return {
+    key,
+    el: () => el('div', { class: 'chg-line', title: 'change: ' + changeState(c) }, el('span', { class: 'chg cs-' + c.state, 'data-state': c.state, text: st }),
+      ...(files ? [' ' + files + ' ', addDel(n.added, n.removed)] : [])),
+  };
+}
+
+// refreshChanges fetches the changes of the runs listed (GET /v1/runs
+// carries them; the stream of run records does not), at most a few times
+// a second.
+function refreshChanges() {
+  if (state.changesTimer) return;
+  state.changesTimer = setTimeout(async () => {
+    state.changesTimer = 0;
+    try {
+      const { data } = await api('GET', '/v1/runs?limit=200');
+      for (const c of (data && data.changes) || []) {
+        if (!(state.change && state.change.id === c.runId)) state.changes.set(c.runId, c);
+      }
+      queueRender();
+    } catch { /* the list goes on without them (api showed the sign-in form if need be) */ }
+  }, 300);
+}
+
+// clearChange empties the change view, for another run.
+function clearChange() {
+  state.change = null;
+  state.changeSeq++;
+  $('change').hidden = true;
+  $('diff').replaceChildren();
+  $('diff-more').hidden = true;
+  $('change-result').textContent = '';
+  $('change-error').textContent = '';
+  $('revise').hidden = true;
+  $('revise-message').value = '';
+  $('revise-error').textContent = '';
+  disarmDiscard();
+}
+
+// loadChange fetches the selected run's change and shows it; a run that
+// worked in no git repository (404) has none.
+async function loadChange(id) {
+  const seq = ++state.changeSeq;
+  let c;
+  try {
+    ({ data: c } = await api('GET', '/v1/runs/' + encodeURIComponent(id) + '/change'));
+  } catch (err) {
+    if (seq !== state.changeSeq || state.selected !== id || err.code === 'NOT_FOUND') return;
+    $('change').hidden = false;
+    $('change-error').textContent = 'change: ' + err.message;
+    return;
+  }
+  if (seq !== state.changeSeq || state.selected !== id || !c) return;
+  renderChange(id, c);
+}
+
+// renderChange shows run id's change c. The diff is made again only when
+// the patch differs from the one shown (a decision keeps it, and the
+// comments on it).
+function renderChange(id, c) {
+  const { patch = '', ...summary } = c;
+  state.changes.set(id, summary);
+  queueRender();
+  let ch = state.change;
+  if (!ch || ch.id !== id || ch.patch !== patch || ch.truncated !== !!c.truncated) {
+    const lines = parsePatch(patch);
+    const fileAt = new Map(); // path → the index of its file header
+    lines.forEach((l, i) => { if (l.kind === 'file' && !fileAt.has(l.path)) fileAt.set(l.path, i); });
+    ch = { id, patch, truncated: !!c.truncated, c, lines, fileAt, shown: 0, comments: [] };
+    state.change = ch;
+    $('diff').replaceChildren();
+    showDiff(DIFF_PAGE);
+    renderComments();
+  }
+  ch.c = c;
+  const sec = $('change');
+  sec.hidden = false;
+  sec.dataset.state = c.state;
+  sec.dataset.runId = id;
+  const revisable = c.state === 'pending' && !!c.branch;
+  sec.classList.toggle('revisable', revisable);
+  const st = $('change-state');
+  st.textContent = changeState(c);
+  st.className = 'status cs-' + c.state;
+  const n = lineCounts(c);
+  $('change-summary').replaceChildren(...(n.files ? [plural(n.files, 'file') + ' ', addDel(n.added, n.removed)] : []));
+
+  const from = revises(id);
+  const facts = [ // [name, value, full value, on a row of its own]
+    ['base', (c.base || '').slice(0, 12), c.base],
+    ['commit', (c.commit || '').slice(0, 12), c.commit],
+    ['branch', c.branch || '', '', true],
+    ['repository', c.repo || '', '', true],
+    ['workspace', c.branch ? (c.workspace || 'removed') : 'none: the run worked in place', '', true],
+  ];
+  $('change-facts').replaceChildren(...facts.filter(([, v]) => v !== '').map(([k, v, title, wide]) =>
+    el('div', { class: wide ? 'wide' : undefined }, el('dt', { text: k }), el('dd', { text: exact(v), title: title ? exact(title) : undefined }))),
+  ...(from ? [el('div', {}, el('dt', { text: 'revises' }), el('dd', {}, runLink(from)))] : []));
+
+  $('change-check').replaceChildren(...(c.check ? [checkView(c.check)] : []));
+  $('change-decisions').replaceChildren(...(c.decisions || []).map((d) => el('li', { 'data-action': d.action },
+    el('span', { class: 'status cs-' + d.action, text: changeLabel(d.action) }),
+    ' by ' + (d.by || '?') + (fmtWhen(d.at) ? ' at ' + fmtWhen(d.at) : ''), ...decisionDetail(d))));
+
+  const decidable = !!c.branch && (c.state === 'pending' || c.state === 'none');
+  $('change-actions').hidden = !decidable;
+  for (const b of ['change-apply', 'change-merge', 'change-nosquash-label', 'change-revise']) $(b).hidden = !revisable;
+  $('change-discard').hidden = !decidable;
+  if (!revisable) $('revise').hidden = true;
+  if (!decidable) disarmDiscard();
+
+  const files = $('change-files-body');
+  files.replaceChildren(...(c.files || []).map((f) => {
+    const name = f.from ? exact(f.from) + ' → ' + exact(f.path) : exact(f.path);
+    const at = ch.fileAt.has(f.path) ? ch.fileAt.get(f.path) : -1;
+    return el('tr', { 'data-path': f.path, 'data-kind': f.kind },
+      el('td', { class: 'path' }, at >= 0
+        ? el('a', { href: '#diff', text: name, title: 'show its diff', onclick: (e) => { e.preventDefault(); jumpTo(at); } })
+        : el('span', { text: name })),
+      el('td', { class: 'kind k-' + f.kind, text: f.kind }),
+      el('td', { class: 'lines' }, f.binary ? el('span', { class: 'muted', text: 'binary' }) : addDel(f.added, f.removed)));
+  }));
+  $('change-files').hidden = !(c.files && c.files.length);
+  const trunc = $('change-truncated');
+  trunc.hidden = !c.truncated;
+  trunc.textContent = c.truncated ? 'The patch is larger than the ledger keeps, so it is not shown here: the files are listed above' +
+    (c.branch && c.commit ? '; the whole change is on branch ' + c.branch + ' (git diff ' + c.base.slice(0, 12) + ' ' + c.branch + ').' : '.') : '';
+}
+
+// revises is the run whose change run id continued (Request changes):
+// the run whose change records a "revised" decision naming id.
+function revises(id) {
+  for (const c of state.changes.values()) {
+    if ((c.decisions || []).some((d) => d.action === 'revised' && d.detail === id)) return c.runId;
+  }
+  return state.revisions.get(id) || '';
+}
+
+// checkView is the result of the run's check command: passed or failed
+// with its exit code, and the tail of its output, folded.
+function checkView(k) {
+  const out = String(k.output || '');
+  const n = out.replace(/\n$/, '').split('\n').length;
+  return el('div', { class: 'check ' + (k.passed ? 'passed' : 'failed') },
+    'check ', el('code', { class: 'command', text: '$ ' + quote(k.command) }), ' ',
+    el('span', { class: 'status s-' + (k.passed ? 'success' : 'failed'), text: k.passed ? 'passed' : 'failed, exit ' + k.exitCode }),
+    el('span', { class: 'muted', text: ' in ' + fmtDuration(k.durationMs || 0) }),
+    out ? el('details', { open: !k.passed }, el('summary', { text: 'output, its last ' + plural(n, 'line') }), el('pre', { text: out })) : null);
+}
+
+// decisionDetail says more of a decision: the run that continued the
+// work, the commit a merge made, where a change was applied.
+function decisionDetail(d) {
+  if (!d.detail) return [];
+  switch (d.action) {
+    case 'revised': return [', continued by ', runLink(d.detail)];
+    case 'merged': return [': commit ', el('code', { text: d.detail.slice(0, 12), title: d.detail })];
+    case 'applied': return [' to ' + d.detail];
+  }
+  return [': ' + d.detail];
+}
+
+// parsePatch splits a unified git diff into the lines shown: file headers,
+// hunk headers, lines added, removed and kept with their numbers in the
+// old and new file, and one line for each binary file in place of its
+// encoded patch.
+function parsePatch(patch) {
+  const out = [];
+  if (!patch) return out;
+  const src = patch.split('\n');
+  if (src[src.length - 1] === '') src.pop();
+  let file = null, inHunk = false, binary = false, oldN = 0, newN = 0;
+  const meta = (text) => out.push({ kind: 'meta', text, path: file ? file.path : '' });
+  for (const l of src) {
+    if (l.startsWith('diff --git ')) {
+      file = { kind: 'file', text: l, path: headerPath(l.slice(11)) };
+      out.push(file);
+      inHunk = binary = false;
+      continue;
+    }
+    if (binary) continue;
+    if (inHunk && l !== '' && '+- \\'.includes(l[0])) {
+      const path = file ? file.path : '';
+      switch (l[0]) {
+        case '+': out.push({ kind: 'add', text: l, path, n: newN++ }); break;
+        case '-': out.push({ kind: 'del', text: l, path, o: oldN++ }); break;
+        case ' ': out.push({ kind: 'ctx', text: l, path, o: oldN++, n: newN++ }); break;
+        default: out.push({ kind: 'note', text: l, path });
+      }
+      continue;
+    }
+    if (l.startsWith('@@')) {
+      const m = /^@@ -(\d+)(?:,\d+)? \+(\d+)(?:,\d+)? @@/.exec(l);
+      if (m) {
+        oldN = Number(m[1]);
+        newN = Number(m[2]);
+      }
+      inHunk = true;
+      out.push({ kind: 'hunk', text: l, path: file ? file.path : '' });
+      continue;
+    }
+    inHunk = false;
+    if (l === 'GIT binary patch' || (l.startsWith('Binary files ') && l.endsWith(' differ'))) {
+      binary = true;
+      out.push({ kind: 'binary', text: 'binary file, not shown', path: file ? file.path : '' });
+      continue;
+    }
+    if (file) {
+      let p = '';
+      if (l.startsWith('+++ ')) p = diffName(l.slice(4), 'b/');
+      else if (l.startsWith('rename to ')) p = l.slice(10);
+      else if (l.startsWith('--- ') && !file.named) p = diffName(l.slice(4), 'a/');
+      if (p) {
+        file.path = p;
+        file.named = l.startsWith('--- ') ? file.named : true;
+        for (let i = out.length - 1; i >= 0 && out[i] !== file; i--) out[i].path = p;
+      }
+    }
+    meta(l);
+  }
+  return out;
+}
+
+// headerPath is the path a "diff --git a/P b/P" line names (its b side).
+function headerPath(rest) {
+  const len = (rest.length - 5) / 2;
+  if (rest.startsWith('a/') && Number.isInteger(len) && rest.slice(len + 2, len + 5) === ' b/' && rest.slice(2, len + 2) === rest.slice(len + 5)) {
+    return rest.slice(len + 5);
+  }
+  const b = rest.lastIndexOf(' b/');
+  return b >= 0 ? rest.slice(b + 3) : rest;
+}
+
+// diffName is the path of a "---"/"+++" line without its a/ or b/; ''
+// for /dev/null.
+function diffName(s, prefix) {
+  s = s.replace(/\t$/, '');
+  if (s === '/dev/null') return '';
+  return s.startsWith(prefix) ? s.slice(prefix.length) : s;
+}
+
+// showDiff shows n more lines of the diff.
+function showDiff(n) {
+  const ch = state.change;
+  if (!ch) return;
+  const box = $('diff');
+  const end = Math.min(ch.lines.length, ch.shown + n);
+  const frag = document.createDocumentFragment();
+  for (let i = ch.shown; i < end; i++) frag.append(diffRow(ch.lines[i], i));
+  box.append(frag);
+  ch.shown = end;
+  box.hidden = ch.lines.length === 0;
+  const left = ch.lines.length - end;
+  const more = $('diff-more');
+  more.hidden = left <= 0;
+  more.textContent = 'Show more: ' + plural(left, 'line') + ' not shown yet';
+}
+
+// diffRow is one line of the diff: its numbers in the old and new file,
+// and its text, exactly; a very long line is cut.
+function diffRow(l, i) {
+  const clip = l.text.length > DIFF_LINE;
+  return el('div', { class: 'dl dl-' + l.kind, 'data-i': i },
+    el('span', { class: 'ln', text: l.o ?? '' }), el('span', { class: 'ln', text: l.n ?? '' }),
+    el('span', { class: 'tx', text: exact(clip ? l.text.slice(0, DIFF_LINE) : l.text) },
+      clip ? el('span', { class: 'clip', text: ' … ' + plural(l.text.length - DIFF_LINE, 'more character') }) : null));
+}
+
+// jumpTo shows the diff up to line i (a file's header) and scrolls to it.
+function jumpTo(i) {
+  const ch = state.change;
+  if (!ch) return;
+  if (i >= ch.shown) showDiff(i - ch.shown + DIFF_PAGE);
+  const row = $('diff').querySelector('.dl[data-i="' + i + '"]');
+  if (row) row.scrollIntoView({ block: 'start' });
+}
+
+// lineRef names a diff line as a comment does: path:line in the new
+// file, or in the old one for a line removed.
+function lineRef(c) {
+  return c.path + ':' + c.line + (c.removed ? ' (removed line)' : '');
+}
+
+// diffClicked opens a comment box under the line clicked, while the
+// change waits for review.
+function diffClicked(e) {
+  const ch = state.change;
+  if (!ch || !$('change').classList.contains('revisable')) return;
+  if (e.target.closest('.comment, .comment-edit')) return;
+  const row = e.target.closest('.dl');
+  if (!row) return;
+  if (String(window.getSelection ? window.getSelection() : '') !== '') return; // selecting text, not commenting
+  const i = Number(row.dataset.i);
+  const l = ch.lines[i];
+  if (!l || !['add', 'del', 'ctx'].includes(l.kind)) return;
+  const old = $('diff').querySelector('.comment-edit');
+  if (old) old.remove();
+  const ref = exact(lineRef({ path: l.path, line: l.kind === 'del' ? l.o : l.n, removed: l.kind === 'del' }));
+  const input = el('input', { placeholder: 'comment on ' + ref, 'aria-label': 'comment on ' + ref });
+  const form = el('form', {
+    class: 'comment-edit', 'data-i': i,
+    onsubmit: (ev) => {
+      ev.preventDefault();
+      const t = input.value.trim();
+      if (!t) return;
+      form.remove();
+      addComment(i, t);
+    },
+  }, el('span', { class: 'where', text: ref }), input, el('button', { type: 'submit', text: 'Comment' }),
+  el('button', { type: 'button', class: 'secondary', text: 'Cancel', onclick: () => form.remove() }));
+  afterLine(row).after(form);
+  input.focus();
+}
+
+// afterLine is the last element that belongs to a diff line: the line or
+// its last comment.
+function afterLine(row) {
+  let last = row;
+  while (last.nextElementSibling && last.nextElementSibling.matches('.comment, .comment-edit')) last = last.nextElementSibling;
+  return last;
+}
+
+function addComment(i, text) {
+  const ch = state.change;
+  const l = ch.lines[i];
+  const c = { id: ++state.commentSeq, i, path: l.path, line: l.kind === 'del' ? l.o : l.n, removed: l.kind === 'del', text };
+  ch.comments.push(c);
+  const row = $('diff').querySelector('.dl[data-i="' + i + '"]');
+  if (row) {
+    afterLine(row).after(el('div', { class: 'comment', 'data-comment': c.id },
+      el('span', { class: 'where', text: exact(lineRef(c)) }), ' ', el('span', { class: 'text', text }),
+      el('button', { type: 'button', class: 'remove', text: '×', title: 'remove the comment', 'aria-label': 'remove the comment',
+        onclick: () => removeComment(c.id) })));
+  }
+  renderComments();
+  $('revise').hidden = false;
+}
+
+function removeComment(id) {
+  const ch = state.change;
+  if (!ch) return;
+  ch.comments = ch.comments.filter((c) => c.id !== id);
+  const note = $('diff').querySelector('.comment[data-comment="' + id + '"]');
+  if (note) note.remove();
+  renderComments();
+}
+
+// renderComments lists the comments that go with a request for changes.
+function renderComments() {
+  const ch = state.change;
+  const cs = ch ? sortedComments(ch) : [];
+  $('revise-comments').replaceChildren(...cs.map((c) => el('li', { 'data-comment': c.id },
+    el('code', { text: exact(lineRef(c)) + ': ' }), el('span', { text: c.text }),
+    el('button', { type: 'button', class: 'remove', text: '×', title: 'remove the comment', 'aria-label': 'remove the comment',
+      onclick: () => removeComment(c.id) }))));
+}
+
+function sortedComments(ch) {
+  return ch.comments.slice().sort((a, b) => a.i - b.i || a.id - b.id);
+}
+
+// revisePrompt is what a request for changes tells the agent: the
+// person's message, then a "path:line: comment" line for each comment.
+function revisePrompt(msg, comments) {
+  const parts = [];
+  if (msg) parts.push(msg);
+  if (comments.length) parts.push('Comments on lines of the diff:\n' + comments.map((c) => lineRef(c) + ': ' + c.text).join('\n'));
+  return parts.join('\n\n');
+}
+
+function openRevise() {
+  $('revise').hidden = false;
+  $('revise-message').focus();
+}
+
+// revise sends the change back: a new run in the same session and
+// workspace (POST /v1/runs/{id}/revise), which the page then shows.
+async function revise(e) {
+  e.preventDefault();
+  const ch = state.change;
+  if (!ch) return;
+  const msg = $('revise-message').value.trim();
+  $('revise-error').textContent = '';
+  if (!msg && !ch.comments.length) {
+    $('revise-error').textContent = 'Say what to change, or comment on lines of the diff.';
+    return;
+  }
+  const send = $('revise').querySelector('button[type=submit]');
+  send.disabled = true;
+  try {
+    const { data } = await api('POST', '/v1/runs/' + encodeURIComponent(ch.id) + '/revise',
+      { prompt: revisePrompt(msg, sortedComments(ch)), by: 'dashboard' });
+    state.revisions.set(data.runId, ch.id);
+    refreshChanges();
+    selectRun(data.runId);
+  } catch (err) {
+    $('revise-error').textContent = err.message;
+  } finally {
+    send.disabled = false;
+  }
+}
+
+// decide applies, merges or discards the selected run's change, then
+// shows what came of it (a conflict names its files) and the change as
+// it is now.
+async function decide(verb) {
+  const ch = state.change;
+  if (!ch) return;
+  const id = ch.id;
+  const buttons = [...$('change-actions').querySelectorAll('button')];
+  for (const b of buttons) b.disabled = true;
+  $('change-result').textContent = '';
+  $('change-error').textContent = '';
+  const body = { by: 'dashboard' };
+  if (verb === 'merge' && $('change-nosquash').checked) body.noSquash = true;
+  let result = '', error = '';
+  try {
+    const { data } = await api('POST', '/v1/runs/' + encodeURIComponent(id) + '/' + verb, body);
+    result = decided(verb, data || {});
+  } catch (err) {
+    error = verb + ': ' + err.message;
+  }
+  for (const b of buttons) b.disabled = false;
+  if (state.selected !== id) return;
+  await loadChange(id);
+  if (state.selected !== id) return;
+  $('change-result').textContent = inert(result);
+  $('change-error').textContent = inert(error);
+  refreshChanges();
+}
+
+function decided(verb, c) {
+  switch (verb) {
+    case 'apply': return 'Applied to the working tree of ' + c.repo + ', uncommitted.';
+    case 'merge': {
+      const d = (c.decisions || []).filter((x) => x.action === 'merged').pop();
+      return 'Merged into the current branch of ' + c.repo + (d && d.detail ? ' as commit ' + d.detail.slice(0, 12) : '') + '.';
+    }
+    case 'discard': return 'Discarded: its workspace and branch are removed.';
+  }
+  return '';
+}
+
+// Discard asks to be pressed twice: it removes the agent's work.
+function discardClicked() {
+  const b = $('change-discard');
+  if (b.dataset.armed) {
+    disarmDiscard();
+    decide('discard');
+    return;
+  }
+  b.dataset.armed = '1';
+  b.textContent = 'Discard: press again';
+  state.discardTimer = setTimeout(disarmDiscard, 5000);
+}
+
+function disarmDiscard() {
+  clearTimeout(state.discardTimer);
+  const b = $('change-discard');
+  delete b.dataset.armed;
+  b.textContent = 'Discard';
+}
+
+// ---- compare (WS-4) --------------------------------------------------------
+//
+// Runs side by side (GET /v1/compare): a column per run. Open it with the
+// runs ticked in the list (Compare), a parent's "compare them", or
+// #compare=ID,ID,….
+
+function pick(id, on) {
+  if (on) state.picked.add(id);
+  else state.picked.delete(id);
+  const b = $('compare-picked');
+  b.disabled = state.picked.size < 2;
+  b.textContent = state.picked.size ? 'Compare ' + state.picked.size : 'Compare';
+}
+
+function openCompare(ids) {
+  ids = [...new Set(ids)].filter(Boolean);
+  if (ids.length === 0) return;
+  const hash = '#compare=' + ids.join(',');
+  if (location.hash !== hash) history.replaceState(null, '', hash);
+  closeTimeline();
+  clearChange();
+  state.selected = '';
+  for (const tr of document.querySelectorAll('#runs-body tr.run.selected')) tr.classList.remove('selected');
+  $('detail').hidden = true;
+  $('compare').hidden = false;
+  state.compare = ids;
+  $('compare-table').replaceChildren();
+  loadCompare();
+}
+
+function closeCompare() {
+  if (!state.compare) return;
+  state.compare = null;
+  state.compareSeq++;
+  $('compare').hidden = true;
+}
+
+async function loadCompare() {
+  const ids = state.compare;
+  if (!ids) return;
+  const seq = ++state.compareSeq;
+  try {
+    const { data } = await api('GET', '/v1/compare?runs=' + ids.map(encodeURIComponent).join(','));
+    if (seq !== state.compareSeq) return;
+    $('compare-error').textContent = '';
+    renderCompare((data && data.rows) || []);
+  } catch (err) {
+    if (seq === state.compareSeq) $('compare-error').textContent = err.message;
+  }
+}
+
+function renderCompare(rows) {
+  const none = (c) => el('span', { class: 'muted', text: c ? '—' : 'no repository' });
+  const metrics = [
+    ['agent', (r) => r.agent + (workerOf(r) ? ' @ ' + workerOf(r) : '')],
+    ['prompt', (r) => el('span', { class: 'prompt', title: inert(r.prompt), text: r.prompt })],
+    ['status', (r) => el('span', { class: 'status s-' + statusLabel(r), text: statusLabel(r) })],
+    ['change', (r, c) => c ? el('span', { class: 'status cs-' + c.state, text: changeState(c) }) : none(c)],
+    ['files changed', (r, c) => c ? fmtInt((c.files || []).length) : none(c)],
+    ['lines', (r, c) => c ? addDel(lineCounts(c).added, lineCounts(c).removed) : none(c)],
+    ['check', (r, c) => c && c.check
+      ? el('span', { class: 'status s-' + (c.check.passed ? 'success' : 'failed'), title: '$ ' + quote(c.check.command),
+        text: c.check.passed ? 'passed' : 'failed, exit ' + c.check.exitCode })
+      : none(c)],
+    ['cost', (r) => fmtCost((r.usage || {}).totalCostUsd, (r.usage || {}).costEstimated) || none(true)],
+    ['duration', (r) => fmtDuration(runDuration(r)) || none(true)],
+    ['tokens in / out', (r) => fmtInt((r.usage || {}).inputTokens) + ' / ' + fmtInt((r.usage || {}).outputTokens)],
+    ['files', (r, c) => c && c.files && c.files.length
+      ? el('ul', { class: 'files' }, ...c.files.slice(0, 12).map((f) => el('li', { text: exact(f.path) })),
+        c.files.length > 12 ? el('li', { class: 'muted', text: 'and ' + (c.files.length - 12) + ' more' }) : null)
+      : none(c)],
+    ['branch', (r, c) => c && c.branch ? el('code', { text: c.branch }) : none(c)],
+  ];
+  $('compare-table').replaceChildren(
+    el('thead', {}, el('tr', {}, el('th', { text: 'run' }),
+      ...rows.map(({ run: r }) => el('th', { 'data-run-id': r.id }, runLink(r.id))))),
+    el('tbody', {}, ...metrics.map(([name, f]) => el('tr', { 'data-metric': name }, el('th', { text: name }),
+      ...rows.map(({ run: r, change: c }) => el('td', { 'data-run-id': r.id }, f(r, c)))))));
+}
+
 // ---- actions -------------------------------------------------------------
 
 async function cancelSelected() {
@@ -791,6 +1441,13 @@ async function startRun(e) {
   if ($('new-tier').value) options.tier = $('new-tier').value;
   if ($('new-cwd').value.trim()) options.cwd = $('new-cwd').value.trim();
   if ($('new-ask').checked) options.approvalTimeout = '5m';
+  if ($('new-worktree').checked) {
+    const wt = {};
+    if ($('new-base').value.trim()) wt.base = $('new-base').value.trim();
+    if ($('new-dirty').checked) wt.includeDirty = true;
+    if ($('new-check').value.trim()) wt.check = $('new-check').value.trim();
+    options.worktree = wt;
+  }
   $('new-error').textContent = '';
   try {
     const { data } = await api('POST', '/v1/runs', { agent, prompt, options });
@@ -825,8 +1482,14 @@ async function boot() {
   $('login').hidden = true;
   $('app').hidden = false;
   startWatch();
-  const sel = new URLSearchParams(location.hash.slice(1)).get('run');
-  if (sel) selectRun(sel);
+  route();
+}
+
+// route opens what the address names: #run=ID or #compare=ID,ID,….
+function route() {
+  const h = new URLSearchParams(location.hash.slice(1));
+  if (h.get('compare')) openCompare(h.get('compare').split(',').filter(Boolean));
+  else if (h.get('run')) selectRun(h.get('run'));
 }
 
 document.addEventListener('DOMContentLoaded', () => {
@@ -845,10 +1508,23 @@ document.addEventListener('DOMContentLoaded', () => {
   $('cancel').addEventListener('click', cancelSelected);
   $('interrupt').addEventListener('click', interruptSelected);
   $('steer').addEventListener('submit', steerSelected);
+  $('new-worktree').addEventListener('change', () => {
+    for (const id of ['new-base', 'new-dirty', 'new-check']) $(id).disabled = !$('new-worktree').checked;
+  });
+  $('compare-picked').addEventListener('click', () => openCompare([...state.picked]));
+  $('compare-refresh').addEventListener('click', () => loadCompare());
+  $('change-apply').addEventListener('click', () => decide('apply'));
+  $('change-merge').addEventListener('click', () => decide('merge'));
+  $('change-discard').addEventListener('click', discardClicked);
+  $('change-revise').addEventListener('click', () => openRevise());
+  $('revise-cancel').addEventListener('click', () => { $('revise').hidden = true; });
+  $('revise').addEventListener('submit', revise);
+  $('diff').addEventListener('click', diffClicked);
+  $('diff-more').addEventListener('click', () => showDiff(DIFF_PAGE));
   window.addEventListener('hashchange', () => {
     const h = new URLSearchParams(location.hash.slice(1));
     if (h.has('token')) boot();
-    else if (h.get('run')) selectRun(h.get('run'));
+    else route();
   });
   setInterval(tick, 1000);
   boot();
