@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/drover-run/drover"
@@ -69,12 +71,11 @@ type CollectResult struct {
 // ParseAge reads an age as Go's durations ("12h", "90m") or whole days
 // ("7d").
 func ParseAge(s string) (time.Duration, error) {
-	var days int
 	if n, err := time.ParseDuration(s); err == nil {
 		return n, nil
 	}
-	if len(s) > 1 && s[len(s)-1] == 'd' {
-		if err := json.Unmarshal([]byte(s[:len(s)-1]), &days); err == nil && days >= 0 {
+	if d, ok := strings.CutSuffix(s, "d"); ok {
+		if days, err := strconv.Atoi(d); err == nil && days >= 0 {
 			return time.Duration(days) * 24 * time.Hour, nil
 		}
 	}

@@ -108,7 +108,7 @@ func TestWS1_ParallelWorktreesReviewedAndDecided(t *testing.T) {
 			t.Errorf("%s's change: %+v", id, c)
 		}
 	}
-	if !strings.Contains(stderr, "CHECK") && !strings.Contains(stderr, "FILES") {
+	if !strings.Contains(stderr, "CHECK") || !strings.Contains(stderr, "FILES") || !strings.Contains(stderr, claude) || !strings.Contains(stderr, codex) {
 		t.Errorf("the parallel run ends without its comparison:\n%s", stderr)
 	}
 

@@ -75,22 +75,10 @@ func (s *Supervisor) planWorkspace(ctx context.Context, id string, req *StartReq
 	if req.Revise != nil {
 		return s.planRevise(ctx, req)
 	}
-	wt := req.Options.Worktree
 	cwd, _ := req.Options.WorkDirs()
-	repo, err := gitws.Find(ctx, cwd)
+	repo, base, err := ResolveWorktree(ctx, cwd, *req.Options.Worktree)
 	if err != nil {
 		return nil, invalid("worktree: %v", err)
-	}
-	ref := wt.Base
-	if ref == "" {
-		ref = "HEAD"
-	}
-	base, err := repo.Resolve(ctx, ref)
-	if err != nil {
-		return nil, invalid("worktree: %v", err)
-	}
-	if wt.IncludeDirty && base != repo.Head {
-		return nil, invalid("worktree: --include-dirty carries the changes made on HEAD, so it goes with no --base other than HEAD")
 	}
 	real, _ := filepath.EvalSymlinks(cwd)
 	sub, err := filepath.Rel(repo.Root, real)
@@ -101,6 +89,30 @@ func (s *Supervisor) planWorkspace(ctx context.Context, id string, req *StartReq
 		dir: filepath.Join(s.cfg.Workspaces, id, filepath.Base(repo.Root))}
 	req.Options.Cwd = filepath.Join(w.dir, sub)
 	return w, nil
+}
+
+// ResolveWorktree returns the repository cwd lies in and the commit wt's
+// base names ("" is HEAD): what a run with Options.Worktree starts from.
+// The error says in one line why there is none: no git, no repository, no
+// commit, a base that names no commit, IncludeDirty from a base other
+// than HEAD (whose changes it carries). Nothing is made.
+func ResolveWorktree(ctx context.Context, cwd string, wt drover.Worktree) (*gitws.Repo, string, error) {
+	repo, err := gitws.Find(ctx, cwd)
+	if err != nil {
+		return nil, "", err
+	}
+	ref := wt.Base
+	if ref == "" {
+		ref = "HEAD"
+	}
+	base, err := repo.Resolve(ctx, ref)
+	if err != nil {
+		return nil, "", err
+	}
+	if wt.IncludeDirty && base != repo.Head {
+		return nil, "", errors.New("--include-dirty (includeDirty) carries the changes made on HEAD, so it goes with no --base other than HEAD")
+	}
+	return repo, base, nil
 }
 
 // planRevise resolves the workspace of the run req.Revise, which a revise

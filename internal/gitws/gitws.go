@@ -5,12 +5,15 @@
 // (base commit, files with their kind and line counts, the patch).
 //
 // Every git command drover runs here runs without the repository's hooks,
-// file-system monitor, external diff or text conversion, pager or colour,
-// and Change without the filters the repository's configuration defines
-// (a clean filter is a command git add runs): a workspace's .git is the
-// agent's to write, and what it configures there never runs as drover.
-// Other configuration (an include of another file, aliases) cannot make
-// these commands run a program.
+// file-system monitor, external diff or text conversion, pager, colour or
+// signing, and Snapshot without the programs the configuration names for
+// content (filters, merge drivers): for a run in place, the agent could
+// write that configuration. Apply and Merge, which write the user's tree,
+// use the user's repository's filters and drivers, as git would. A workspace is read through
+// the user's repository, with the workspace as its working tree: its own
+// .git, the agent's to write, is never read by drover's git. Other
+// configuration (an include of another file, aliases) cannot make these
+// commands run a program.
 package gitws
 
 import (

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"bufio"
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -18,7 +17,6 @@ import (
 	"github.com/drover-run/drover/builtin"
 	"github.com/drover-run/drover/engine"
 	"github.com/drover-run/drover/internal/config"
-	"github.com/drover-run/drover/internal/gitws"
 	"github.com/drover-run/drover/internal/imagemem"
 	"github.com/drover-run/drover/pricing"
 	"github.com/drover-run/drover/runs"
@@ -508,16 +506,8 @@ func checkWorktree(ctx context.Context, f *runFlags, opts drover.Options) error 
 		return usagef("--worktree: a queued run has no workspace (drover workers run in place)")
 	}
 	cwd, _ := opts.WorkDirs()
-	repo, err := gitws.Find(ctx, cwd)
-	if err != nil {
+	if _, _, err := runs.ResolveWorktree(ctx, cwd, *opts.Worktree); err != nil {
 		return usagef("--worktree: %v", err)
-	}
-	base, err := repo.Resolve(ctx, cmp.Or(f.base, "HEAD"))
-	if err != nil {
-		return usagef("--base: %v", err)
-	}
-	if f.includeDirty && base != repo.Head {
-		return usagef("--include-dirty carries the changes made on HEAD, so it goes with no --base other than HEAD")
 	}
 	return nil
 }
