@@ -139,6 +139,11 @@ type PermissionRequestPayload struct {
 	// Deadline, in Unix milliseconds, is when an unanswered request is
 	// denied; 0 when nobody is waited for.
 	Deadline int64 `json:"deadline,omitempty"`
+	// AnsweredBy is set when the request was answered as it was asked —
+	// by a rule, an earlier "always" answer (ByRule) or because nobody
+	// could be asked (ByDefault): nobody need be asked; its answer
+	// follows.
+	AnsweredBy AnswerSource `json:"answeredBy,omitempty"`
 }
 
 // ErrorPayload is the payload of "error". Recoverable means the run goes on

@@ -98,6 +98,9 @@ type Service interface {
 	Compare(ctx context.Context, p CompareParams) (*CompareResult, error)
 	// Collect removes the workspaces and branches of decided runs (WS-3).
 	Collect(ctx context.Context, p CollectParams) (*CollectResult, error)
+	// Requests lists every permission request waiting for an answer
+	// across the running runs of the ledger, oldest first: the inbox.
+	Requests(ctx context.Context, p RequestsParams) (*RequestsResult, error)
 	// Agents lists the agents the service can run, their availability
 	// and what they honour.
 	Agents(ctx context.Context, p AgentsParams) (*AgentsResult, error)
@@ -289,6 +292,17 @@ type EventsParams struct {
 type EventsResult struct {
 	Events []json.RawMessage `json:"events"`
 	More   bool              `json:"more"`
+}
+
+// RequestsParams select the waiting permission requests "requests"
+// lists.
+type RequestsParams struct {
+	Agent string `json:"agent,omitempty" jsonschema:"only this agent's runs"`
+}
+
+// RequestsResult is the result of "requests": the inbox.
+type RequestsResult struct {
+	Requests []runs.Waiting `json:"requests"`
 }
 
 // AgentsParams take nothing.

@@ -391,6 +391,12 @@ func (c *Confined) Respond(context.Context, RespondParams) (struct{}, error) {
 	return struct{}{}, Errorf(CodeBoundaryViolation, "a client inside a run cannot answer permission requests: an agent never approves its own children's tools (drover approve, the dashboard)")
 }
 
+// Requests implements Service: refused, as Respond is; other runs'
+// requests are not an agent's to see.
+func (c *Confined) Requests(context.Context, RequestsParams) (*RequestsResult, error) {
+	return nil, Errorf(CodeBoundaryViolation, "a client inside a run cannot list permission requests: they are answered by people (drover inbox, the dashboard)")
+}
+
 // Steer implements Service: descendants only.
 func (c *Confined) Steer(ctx context.Context, p SteerParams) (struct{}, error) {
 	if err := c.within(ctx, true, p.RunID); err != nil {

@@ -245,6 +245,18 @@ func (l *Local) Respond(ctx context.Context, p RespondParams) (struct{}, error) 
 	return struct{}{}, errorOrNil(l.sup.Respond(ctx, p.RunID, p.RequestID, p.PermissionDecision, by(ctx, p.By)))
 }
 
+// Requests implements Service.
+func (l *Local) Requests(ctx context.Context, p RequestsParams) (*RequestsResult, error) {
+	ws, err := l.sup.Inbox(ctx, p.Agent)
+	if err != nil {
+		return nil, ErrorOf(err)
+	}
+	if ws == nil {
+		ws = []runs.Waiting{} // "requests": [], not null
+	}
+	return &RequestsResult{Requests: ws}, nil
+}
+
 // Steer implements Service.
 func (l *Local) Steer(ctx context.Context, p SteerParams) (struct{}, error) {
 	if p.RunID == "" {

@@ -123,6 +123,8 @@ var Ops = []Op{
 		Op{Routes: []string{"GET /v1/compare"}, Agent: true}),
 	Define("gc", "Remove the workspaces and branches of runs whose change was decided (or that changed nothing) longer ago than olderThan.", Service.Collect,
 		Op{Routes: []string{"POST /v1/gc"}}),
+	Define("requests", "List every permission request waiting for an answer, across all running runs (the inbox).", Service.Requests,
+		Op{Routes: []string{"GET /v1/requests"}}),
 	Define("agents", "List the agents drover can run: installed, version, tiers, what they honour.", Service.Agents,
 		Op{Routes: []string{"GET /v1/agents"}, Agent: true}),
 	Define("info", "Say which drover answers and which version of its API.", Service.Info,

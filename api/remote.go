@@ -80,6 +80,11 @@ func (r Remote) Interrupt(ctx context.Context, p InterruptParams) (struct{}, err
 	return call[struct{}](ctx, r, "interrupt", p)
 }
 
+// Requests implements Service.
+func (r Remote) Requests(ctx context.Context, p RequestsParams) (*RequestsResult, error) {
+	return call[*RequestsResult](ctx, r, "requests", p)
+}
+
 // Agents implements Service.
 func (r Remote) Agents(ctx context.Context, p AgentsParams) (*AgentsResult, error) {
 	return call[*AgentsResult](ctx, r, "agents", p)

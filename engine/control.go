@@ -217,17 +217,22 @@ func (r *liveRun) open(req drover.PermissionRequestPayload) (drover.PermissionRe
 	always := slices.Contains(r.always, grant{req.ToolName, subject})
 	r.mu.Unlock()
 
+	// Answered at once: the event says so, so that nobody is asked a
+	// question whose answer follows it.
 	if rule, ok := decideByRules(r.opts.PermissionRules, req); ok {
 		r.decide(req.RequestID, drover.PermissionDecision{Behavior: rule.Behavior, Message: ruleMessage(rule)}, drover.ByRule, rule.String())
+		req.AnsweredBy, req.Deadline = drover.ByRule, 0
 		return req, nil
 	}
 	if always {
 		r.decide(req.RequestID, drover.PermissionDecision{Behavior: drover.Allow}, drover.ByRule, "always (an earlier answer)")
+		req.AnsweredBy, req.Deadline = drover.ByRule, 0
 		return req, nil
 	}
 	if r.canUse == nil && timeout == 0 {
 		r.decide(req.RequestID, drover.PermissionDecision{Behavior: drover.Deny,
 			Message: "denied: nobody is there to approve this call"}, drover.ByDefault, "")
+		req.AnsweredBy = drover.ByDefault
 		return req, nil
 	}
 	r.mu.Lock()

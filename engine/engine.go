@@ -196,7 +196,7 @@ func (e *Engine) attempt(ctx context.Context, p *Plan, at attempt, prompt string
 			opts.Env = env
 		}
 		g := &guard{agent: at.adapter.ID(), sid: sid, runID: p.req.RunID, yield: yield, start: time.Now(), opts: opts,
-			lim: newLimiter(at.lim, opts.Model)}
+			lim: newLimiter(at.lim, opts.Model), plan: p}
 		if ctx.Err() != nil {
 			g.emitDone(drover.StatusInterrupted)
 			return
@@ -220,6 +220,7 @@ func (e *Engine) attempt(ctx context.Context, p *Plan, at attempt, prompt string
 
 // guard holds the state of one guarded run.
 type guard struct {
+	plan              *Plan // the run's; nil for a guard outside a plan
 	agent, sid, runID string
 	opts              drover.Options
 	yield             func(drover.Event) bool
@@ -393,7 +394,13 @@ func (g *guard) runAdapter(ctx context.Context, a drover.Adapter, req drover.Req
 	case limited != "":
 		g.emit(drover.Event{Type: drover.TypeDone, Payload: g.lim.limited(limited, time.Since(g.start).Milliseconds())})
 	case context.Cause(actx) == errRunTimeout:
-		g.fail(drover.CodeTimeout, fmt.Sprintf("run exceeded its timeout of %s", g.opts.Timeout))
+		// The run's own timeout, as asked: an attempt after a failover
+		// runs with what was left of it.
+		total := g.opts.Timeout
+		if p := g.plan; p != nil && p.req.Options.Timeout > 0 {
+			total = p.req.Options.Timeout
+		}
+		g.fail(drover.CodeTimeout, fmt.Sprintf("run exceeded its timeout of %s", total))
 	case context.Cause(actx) == errIdleTimeout:
 		g.fail(drover.CodeIdleTimeout, fmt.Sprintf("agent produced no output for %s", g.opts.IdleTimeout))
 	case ctx.Err() != nil:

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/drover-run/drover"
 	"github.com/drover-run/drover/engine"
@@ -113,6 +114,73 @@ func (s *Supervisor) Pending(ctx context.Context, runID string) ([]drover.Permis
 	return OpenRequests(ctx, s.st, runID)
 }
 
+// Waiting is a permission request waiting for an answer, with the run
+// that asks it: a line of the inbox.
+type Waiting struct {
+	RunID  string `json:"runId"`
+	Agent  string `json:"agent"`
+	Prompt string `json:"prompt"`
+	// Owner names the drover process running it ("host:pid").
+	Owner   string                          `json:"owner,omitempty"`
+	AskedAt time.Time                       `json:"askedAt"`
+	Request drover.PermissionRequestPayload `json:"request"`
+}
+
+// inboxRuns bounds the runs Inbox looks at: the most recent running runs.
+const inboxRuns = 1000
+
+// Inbox returns every permission request waiting for an answer across the
+// running runs of the ledger (this process's, other processes', other
+// machines' sharing it), oldest first; agent, if not empty, keeps only
+// that agent's. A request this process has answered but not yet recorded
+// is left out.
+func (s *Supervisor) Inbox(ctx context.Context, agent string) ([]Waiting, error) {
+	rs, err := s.st.ListRuns(ctx, store.RunFilter{Status: []store.RunStatus{store.StatusRunning}, Agent: agent, Limit: inboxRuns})
+	if err != nil {
+		return nil, err
+	}
+	var out []Waiting
+	for _, r := range rs {
+		var live map[string]bool // open at this process's Control
+		if a := s.lookup(r.ID); a != nil {
+			live = map[string]bool{}
+			for _, p := range a.control.Pending() {
+				live[p.RequestID] = true
+			}
+		}
+		open, err := waitingIn(ctx, s.st, r)
+		if err != nil {
+			return nil, err
+		}
+		for _, w := range open {
+			if live == nil || live[w.Request.RequestID] {
+				out = append(out, w)
+			}
+		}
+	}
+	slices.SortStableFunc(out, func(a, b Waiting) int { return a.AskedAt.Compare(b.AskedAt) })
+	return out, nil
+}
+
+// waitingIn reads from the ledger run r's permission requests that have
+// no answer, oldest first.
+func waitingIn(ctx context.Context, st store.Store, r store.Run) ([]Waiting, error) {
+	var open []Waiting
+	answered := map[string]bool{}
+	err := eachRequest(ctx, st, r.ID, func(ev drover.Event) {
+		switch p := ev.Payload.(type) {
+		case drover.PermissionRequestPayload:
+			if p.AnsweredBy == "" {
+				open = append(open, Waiting{RunID: r.ID, Agent: r.Agent, Prompt: r.Prompt, Owner: r.Owner,
+					AskedAt: time.UnixMilli(ev.Timestamp), Request: p})
+			}
+		case drover.PermissionAnswerPayload:
+			answered[p.RequestID] = true
+		}
+	})
+	return slices.DeleteFunc(open, func(w Waiting) bool { return answered[w.Request.RequestID] }), err
+}
+
 // OpenRequests reads from the ledger run runID's permission requests that
 // have no answer, oldest first: what a process that does not own the run
 // can know of them.
@@ -150,11 +218,29 @@ func (s *Supervisor) post(ctx context.Context, runID, kind string, payload json.
 // without an answer, oldest first, and the ids of those answered.
 func requests(ctx context.Context, st store.Store, runID string) (open []drover.PermissionRequestPayload, answered map[string]bool, err error) {
 	answered = map[string]bool{}
+	err = eachRequest(ctx, st, runID, func(ev drover.Event) {
+		switch p := ev.Payload.(type) {
+		case drover.PermissionRequestPayload:
+			open = append(open, p)
+		case drover.PermissionAnswerPayload:
+			answered[p.RequestID] = true
+		}
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	open = slices.DeleteFunc(open, func(p drover.PermissionRequestPayload) bool { return answered[p.RequestID] })
+	return open, answered, nil
+}
+
+// eachRequest calls fn with each permission request and answer of run
+// runID the ledger holds, in order.
+func eachRequest(ctx context.Context, st store.Store, runID string, fn func(drover.Event)) error {
 	var after int64
 	for {
 		evs, err := st.Events(ctx, runID, after, 1000)
 		if err != nil {
-			return nil, nil, err
+			return err
 		}
 		for _, e := range evs {
 			after = e.Seq
@@ -163,21 +249,14 @@ func requests(ctx context.Context, st store.Store, runID string) (open []drover.
 			}
 			var ev drover.Event
 			if err := json.Unmarshal(e.JSON, &ev); err != nil {
-				return nil, nil, fmt.Errorf("ledger event %s#%d: %w", runID, e.Seq, err)
+				return fmt.Errorf("ledger event %s#%d: %w", runID, e.Seq, err)
 			}
-			switch p := ev.Payload.(type) {
-			case drover.PermissionRequestPayload:
-				open = append(open, p)
-			case drover.PermissionAnswerPayload:
-				answered[p.RequestID] = true
-			}
+			fn(ev)
 		}
 		if len(evs) < 1000 {
-			break
+			return nil
 		}
 	}
-	open = slices.DeleteFunc(open, func(p drover.PermissionRequestPayload) bool { return answered[p.RequestID] })
-	return open, answered, nil
 }
 
 // applyControls takes the control messages other processes posted for

@@ -196,7 +196,7 @@ func (r *recorder) finish() error {
 	res := r.turn.result()
 	f := store.Finish{RunID: a.id, Status: store.StatusCompleted, DoneStatus: res.Status,
 		ResumeToken: res.ResumeToken, Usage: res.Usage, DurationMs: res.DurationMs, EndedAt: time.Now(),
-		SessionID: a.req.Options.SessionID}
+		SessionID: a.req.Options.SessionID, Allowed: r.turn.allowed, Denied: r.turn.denied()}
 	if res.Status != drover.StatusSuccess {
 		f.Status, f.Error = store.StatusFailed, r.reason(res)
 	}
@@ -238,7 +238,7 @@ func (r *recorder) reason(res *engine.Result) string {
 		case drover.CodeTimeout:
 			return store.ReasonTimeout
 		case drover.CodeIdleTimeout:
-			return "idle timeout"
+			return store.ReasonIdleTimeout
 		}
 		return res.Error.Message
 	}

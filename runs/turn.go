@@ -30,6 +30,19 @@ type turn struct {
 	open    map[string]int                             // tool use id → index in calls
 	asked   map[string]drover.PermissionRequestPayload // permission requests by tool use id
 	ends    []drover.Event                             // error and done events
+	allowed int                                        // permission requests allowed
+}
+
+// denied counts the tool calls denied: by their permission's answer or
+// by their result.
+func (t *turn) denied() int {
+	n := 0
+	for _, c := range t.calls {
+		if c.denied || c.refused {
+			n++
+		}
+	}
+	return n
 }
 
 // seqSpan is n messages read from the events seq, seq+1, …: a streamed
@@ -51,6 +64,7 @@ func (t *turn) message(seq int64) {
 type callSeqs struct {
 	use, result, perm int64
 	denied            bool // its permission request was denied
+	refused           bool // its result says denied (the vendor's own refusal too)
 }
 
 func (t *turn) add(ev drover.Event) {
@@ -65,7 +79,8 @@ func (t *turn) add(ev drover.Event) {
 		t.calls = append(t.calls, callSeqs{use: ev.Seq})
 	case drover.ToolResultPayload:
 		t.message(ev.Seq)
-		t.calls[t.call(p.ToolUseID, p.ToolName, ev)].result = ev.Seq
+		i := t.call(p.ToolUseID, p.ToolName, ev)
+		t.calls[i].result, t.calls[i].refused = ev.Seq, p.Status == drover.ToolDenied
 	case drover.SteerPayload:
 		t.message(ev.Seq)
 	case drover.PermissionRequestPayload:
@@ -76,6 +91,9 @@ func (t *turn) add(ev drover.Event) {
 	case drover.PermissionAnswerPayload:
 		i := t.call(p.ToolUseID, p.ToolName, ev)
 		t.calls[i].perm, t.calls[i].denied = ev.Seq, p.Behavior == drover.Deny
+		if p.Behavior == drover.Allow {
+			t.allowed++
+		}
 	case drover.ErrorPayload, drover.DonePayload:
 		t.ends = append(t.ends, ev)
 	}

@@ -8,6 +8,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strings"
 	"time"
 
 	"github.com/drover-run/drover"
@@ -40,6 +41,7 @@ func (s RunStatus) Terminal() bool { return s == StatusCompleted || s == StatusF
 // Why a run failed, when drover ended it rather than the agent.
 const (
 	ReasonTimeout       = "timeout"
+	ReasonIdleTimeout   = "idle timeout"
 	ReasonCancelled     = "cancelled"
 	ReasonParentEnded   = "parent ended"
 	ReasonEngineRestart = "engine restart"
@@ -79,11 +81,56 @@ type Run struct {
 	DoneStatus drover.DoneStatus `json:"doneStatus,omitempty"`
 	Usage      drover.Usage      `json:"usage"`
 	DurationMs int64             `json:"durationMs,omitempty"`
+	// Allowed counts the run's permission requests that were allowed and
+	// Denied its tool calls that were denied (by a person, a rule, the
+	// deadline or the vendor), both written with its end.
+	Allowed int `json:"allowed,omitempty"`
+	Denied  int `json:"denied,omitempty"`
 	// LastSeq is the seq of the run's last recorded event.
 	LastSeq int64 `json:"lastSeq"`
 	// CancelRequested is set by RequestCancel; the owner polls it, so a run
 	// can be cancelled from another process.
 	CancelRequested bool `json:"cancelRequested,omitempty"`
+}
+
+// Outcome is how r stands or ended, in drover's one vocabulary
+// (drover.Outcome): from its status, its done status and why it failed.
+func (r Run) Outcome() drover.Outcome {
+	switch r.Status {
+	case StatusPending:
+		return drover.OutcomePending
+	case StatusRunning:
+		return drover.OutcomeRunning
+	case StatusCompleted:
+		return drover.OutcomeCompleted
+	}
+	switch r.DoneStatus {
+	case drover.StatusMaxTurns:
+		return drover.OutcomeMaxTurns
+	case drover.StatusMaxBudget:
+		return drover.OutcomeMaxBudget
+	}
+	switch {
+	case r.Error == ReasonInterrupted:
+		return drover.OutcomeInterrupted
+	case r.Error == ReasonTimeout || r.Error == ReasonIdleTimeout:
+		return drover.OutcomeTimedOut
+	case r.Error == ReasonParentEnded || strings.HasPrefix(r.Error, ReasonCancelled):
+		return drover.OutcomeCancelled
+	case r.DoneStatus == drover.StatusInterrupted && r.Error == "":
+		return drover.OutcomeCancelled
+	}
+	return drover.OutcomeFailed
+}
+
+// MarshalJSON is a run's JSON with its outcome, so that every face shows
+// the same word for it.
+func (r Run) MarshalJSON() ([]byte, error) {
+	type plain Run
+	return json.Marshal(struct {
+		plain
+		Outcome drover.Outcome `json:"outcome"`
+	}{plain(r), r.Outcome()})
 }
 
 // Event is one recorded UES event of a run (LED-2).
@@ -171,6 +218,8 @@ type Finish struct {
 	ResumeToken string
 	Usage       drover.Usage
 	DurationMs  int64
+	Allowed     int // see Run.Allowed
+	Denied      int // see Run.Denied
 	EndedAt     time.Time
 	Messages    []Message
 	ToolCalls   []ToolCall

@@ -25,7 +25,7 @@ func scanRun(row pgx.Row) (store.Run, error) {
 	err := row.Scan(&r.ID, &r.Agent, &r.Prompt, &r.Status, &r.Error, &r.ParentID, &r.SessionID, &r.ResumeToken,
 		&r.Options, &timeout, &r.Owner, &r.Pid, &r.Pgid, &created, &started, &ended, &r.DoneStatus,
 		&r.Usage.InputTokens, &r.Usage.OutputTokens, &r.Usage.ToolUses, &r.Usage.TotalCostUSD, &r.Usage.CacheReadTokens,
-		&r.Usage.CacheWriteTokens, &r.Usage.ReasoningTokens, &r.Usage.Turns, &r.DurationMs, &r.CancelRequested, &r.LastSeq)
+		&r.Usage.CacheWriteTokens, &r.Usage.ReasoningTokens, &r.Usage.Turns, &r.DurationMs, &r.CancelRequested, &r.Allowed, &r.Denied, &r.LastSeq)
 	if err != nil {
 		return r, err
 	}
@@ -54,12 +54,12 @@ func createRun(ctx context.Context, db execer, r *store.Run) error {
 		return err
 	}
 	u := r.Usage
-	_, err := db.Exec(ctx, `INSERT INTO runs (`+rules.RunInsertCols+`) VALUES (`+params(1, 27)+`)`,
+	_, err := db.Exec(ctx, `INSERT INTO runs (`+rules.RunInsertCols+`) VALUES (`+params(1, 29)+`)`,
 		r.ID, r.Agent, r.Prompt, string(r.Status), r.Error, r.ParentID, r.SessionID, r.ResumeToken,
 		jsonArg(r.Options), int64(r.Timeout), r.Owner, r.Pid, r.Pgid,
 		timeArg(r.CreatedAt), timeArg(r.StartedAt), timeArg(r.EndedAt), string(r.DoneStatus),
 		u.InputTokens, u.OutputTokens, u.ToolUses, u.TotalCostUSD, u.CacheReadTokens,
-		u.CacheWriteTokens, u.ReasoningTokens, u.Turns, r.DurationMs, r.CancelRequested)
+		u.CacheWriteTokens, u.ReasoningTokens, u.Turns, r.DurationMs, r.CancelRequested, r.Allowed, r.Denied)
 	if isUniqueViolation(err) {
 		return fmt.Errorf("create run %s: %w", r.ID, store.ErrConflict)
 	}
@@ -148,10 +148,11 @@ func (s *Store) FinishRun(ctx context.Context, f store.Finish) error {
 		u := f.Usage
 		b.Queue(`UPDATE runs SET status = $1, error = $2, done_status = $3, resume_token = $4,
 			duration_ms = $5, ended_at = $6, input_tokens = $7, output_tokens = $8, tool_uses = $9, total_cost_usd = $10,
-			cache_read_tokens = $11, cache_write_tokens = $12, reasoning_tokens = $13, turns = $14
-			WHERE id = $15`, string(f.Status), f.Error, string(f.DoneStatus), f.ResumeToken, f.DurationMs, f.EndedAt,
+			cache_read_tokens = $11, cache_write_tokens = $12, reasoning_tokens = $13, turns = $14,
+			allowed = $15, denied = $16
+			WHERE id = $17`, string(f.Status), f.Error, string(f.DoneStatus), f.ResumeToken, f.DurationMs, f.EndedAt,
 			u.InputTokens, u.OutputTokens, u.ToolUses, u.TotalCostUSD, u.CacheReadTokens, u.CacheWriteTokens,
-			u.ReasoningTokens, u.Turns, f.RunID)
+			u.ReasoningTokens, u.Turns, f.Allowed, f.Denied, f.RunID)
 		if len(msgs) > 0 {
 			idx, role, content, toolUse := make([]int32, len(msgs)), make([]string, len(msgs)), make([]string, len(msgs)), make([]string, len(msgs))
 			for i, m := range msgs {

@@ -28,7 +28,7 @@ func scanRun(sc scanner) (store.Run, error) {
 	err := sc.Scan(&r.ID, &r.Agent, &r.Prompt, &r.Status, &r.Error, &r.ParentID, &r.SessionID, &r.ResumeToken,
 		&options, &timeout, &r.Owner, &r.Pid, &r.Pgid, &created, &started, &ended, &r.DoneStatus,
 		&r.Usage.InputTokens, &r.Usage.OutputTokens, &r.Usage.ToolUses, &cost, &cacheR,
-		&cacheW, &reason, &trn, &r.DurationMs, &r.CancelRequested, &r.LastSeq)
+		&cacheW, &reason, &trn, &r.DurationMs, &r.CancelRequested, &r.Allowed, &r.Denied, &r.LastSeq)
 	if err != nil {
 		return r, err
 	}
@@ -80,7 +80,7 @@ func (s *Store) CreateRun(ctx context.Context, r *store.Run) error {
 		jsonArg(r.Options), int64(r.Timeout), r.Owner, r.Pid, r.Pgid,
 		timeArg(r.CreatedAt), timeArg(r.StartedAt), timeArg(r.EndedAt), string(r.DoneStatus)}
 	args = append(args, usageArgs(r.Usage)...)
-	args = append(args, r.DurationMs, r.CancelRequested)
+	args = append(args, r.DurationMs, r.CancelRequested, r.Allowed, r.Denied)
 	_, err := s.w.ExecContext(ctx, `INSERT INTO runs (`+rules.RunInsertCols+`) VALUES (`+placeholders(len(args))+`)`, args...)
 	if isUniqueViolation(err) {
 		return fmt.Errorf("create run %s: %w", r.ID, store.ErrConflict)
@@ -150,10 +150,10 @@ func (s *Store) FinishRun(ctx context.Context, f store.Finish) error {
 		}
 		args := []any{string(f.Status), f.Error, string(f.DoneStatus), f.ResumeToken, f.DurationMs, timeArg(f.EndedAt)}
 		args = append(args, usageArgs(f.Usage)...)
-		args = append(args, f.RunID)
+		args = append(args, f.Allowed, f.Denied, f.RunID)
 		if _, err := tx.ExecContext(ctx, `UPDATE runs SET status = ?, error = ?, done_status = ?, resume_token = ?,
 			duration_ms = ?, ended_at = ?, input_tokens = ?, output_tokens = ?, tool_uses = ?, total_cost_usd = ?,
-			cache_read_tokens = ?, cache_write_tokens = ?, reasoning_tokens = ?, turns = ?
+			cache_read_tokens = ?, cache_write_tokens = ?, reasoning_tokens = ?, turns = ?, allowed = ?, denied = ?
 			WHERE id = ?`, args...); err != nil {
 			return err
 		}

@@ -18,24 +18,45 @@ import (
 // test.
 func Open(t testing.TB) *os.File {
 	t.Helper()
-	m, err := os.OpenFile("/dev/ptmx", os.O_RDWR|syscall.O_NOCTTY, 0)
+	_, s := Pair(t)
+	return s
+}
+
+// Pair returns both ends of a new pseudo-terminal: the master, which reads
+// what is written to the terminal and writes what is typed at it, and the
+// terminal, opened without becoming the test's controlling terminal; both
+// are closed with the test.
+func Pair(t testing.TB) (master, tty *os.File) {
+	t.Helper()
+	// Opened non-blocking and made files with os.NewFile, both ends are
+	// in Go's poller: closing one ends a Read blocked on it, so a test's
+	// reader goroutines can be stopped and waited for.
+	open := func(path string) *os.File {
+		fd, err := unix.Open(path, unix.O_RDWR|unix.O_NOCTTY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+		if err != nil {
+			t.Fatalf("open %s: %v", path, err)
+		}
+		f := os.NewFile(uintptr(fd), path)
+		t.Cleanup(func() { f.Close() })
+		return f
+	}
+	m := open("/dev/ptmx")
+	var n int
+	var err error
+	ctl := func(fd uintptr) {
+		if err = unix.IoctlSetPointerInt(int(fd), unix.TIOCSPTLCK, 0); err == nil {
+			n, err = unix.IoctlGetInt(int(fd), unix.TIOCGPTN)
+		}
+	}
+	if rc, cerr := m.SyscallConn(); cerr != nil {
+		t.Fatal(cerr)
+	} else if cerr := rc.Control(ctl); cerr != nil {
+		t.Fatal(cerr)
+	}
 	if err != nil {
 		t.Fatalf("no pseudo-terminals: %v", err)
 	}
-	t.Cleanup(func() { m.Close() })
-	if err := unix.IoctlSetPointerInt(int(m.Fd()), unix.TIOCSPTLCK, 0); err != nil {
-		t.Fatal(err)
-	}
-	n, err := unix.IoctlGetInt(int(m.Fd()), unix.TIOCGPTN)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := os.OpenFile(fmt.Sprintf("/dev/pts/%d", n), os.O_RDWR|syscall.O_NOCTTY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	return s
+	return m, open(fmt.Sprintf("/dev/pts/%d", n))
 }
 
 // InQueue is how many bytes wait in tty's input, typed (or pushed with

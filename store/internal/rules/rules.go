@@ -21,7 +21,7 @@ const (
 	RunInsertCols = `id, agent, prompt, status, error, parent_id, session_id, resume_token,
 	options, timeout_ns, owner, pid, pgid, created_at, started_at, ended_at, done_status,
 	input_tokens, output_tokens, tool_uses, total_cost_usd, cache_read_tokens,
-	cache_write_tokens, reasoning_tokens, turns, duration_ms, cancel_requested`
+	cache_write_tokens, reasoning_tokens, turns, duration_ms, cancel_requested, allowed, denied`
 	RunCols = RunInsertCols + `, (SELECT COALESCE(MAX(seq), 0) FROM events WHERE run_id = runs.id)`
 )
 

@@ -54,10 +54,11 @@ func TestCTL1_AskAtTheTerminal(t *testing.T) {
 				t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
 			}
 			assertGone(t, pid)
-			wants := []string{"? Bash wants to: Running `make`", "allow? y(es), n(o) [MESSAGE], a(lways), denied in", "allowed Bash (terminal)"}
+			wants := []string{"? Bash wants to: Running `make`", "Bash: allow? y(es), n(o) [MESSAGE], a(lways), denied in", "allowed Bash (terminal)",
+				"1 tool call, 1 allowed"}
 			if c.behavior == drover.Deny {
-				// "maybe" is asked again; the answer is shown after the question it answers.
-				wants = []string{"answer y, n [MESSAGE] or a(lways): n not on a Friday", "denied Bash (terminal)"}
+				// "maybe" is asked again.
+				wants = []string{"answer y, n [MESSAGE] or a(lways)\n", "denied Bash (terminal)", "1 tool call, 1 denied"}
 			}
 			for _, want := range wants {
 				if !strings.Contains(out, want) {

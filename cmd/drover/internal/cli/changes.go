@@ -282,7 +282,7 @@ func followRuns(ctx context.Context, e *env, svc api.Service, ids []string, asJS
 		}
 	})
 	defer stop()
-	out := &syncWriter{w: e.stdout}
+	out := newConsole(e.stdout)
 	human := newHuman(out, len(ids) > 1, false)
 	var p printer = human
 	var ask *asker
@@ -381,10 +381,7 @@ func printCompare(w io.Writer, rows []api.CompareRow) {
 	fmt.Fprintln(tw, "RUN\tAGENT\tSTATUS\tFILES\t+/-\tCOST\tDURATION\tCHECK\tCHANGE")
 	for _, row := range rows {
 		r := row.Run
-		st := string(r.Status)
-		if r.DoneStatus != "" {
-			st = string(r.DoneStatus)
-		}
+		st := string(r.Outcome())
 		files, lines, check, state := "-", "-", "-", "-"
 		if c := row.Change; c != nil {
 			added, removed := 0, 0

@@ -1141,9 +1141,9 @@ func TestWS4_CompareRunsSideBySide(t *testing.T) {
 		t.Errorf("compare's rows are not in the order named:\n%s", out)
 	}
 	for _, c := range []struct{ id, re string }{
-		{passes, `^\S+ +claude-code +success +1 +\+1 -0 +\$0\.0010 +\S+ +passed +pending$`},
-		{fails, `^\S+ +claude-code +success +2 +\+2 -1 +\$0\.0010 +\S+ +failed \(exit 3\) +pending$`},
-		{outside, `^\S+ +claude-code +success +- +- +\$0\.0010 +\S+ +- +-$`},
+		{passes, `^\S+ +claude-code +completed +1 +\+1 -0 +\$0\.0010 +\S+ +passed +pending$`},
+		{fails, `^\S+ +claude-code +completed +2 +\+2 -1 +\$0\.0010 +\S+ +failed \(exit 3\) +pending$`},
+		{outside, `^\S+ +claude-code +completed +- +- +\$0\.0010 +\S+ +- +-$`},
 	} {
 		if row := compareRow(t, out, c.id); !regexp.MustCompile(c.re).MatchString(row) {
 			t.Errorf("row %q does not match %s", row, c.re)
@@ -1190,7 +1190,7 @@ func TestWS4_CompareRunsSideBySide(t *testing.T) {
 		t.Fatalf("two runs: exit %d: %s", code, stderr)
 	}
 	if !regexp.MustCompile(`(?m)^RUN +AGENT +STATUS +FILES .*CHECK +CHANGE$`).MatchString(stderr) ||
-		len(regexp.MustCompile(`(?m)^run_\S+ +claude-code +success +1 +\+1 -0 .* passed +pending$`).FindAllString(stderr, -1)) != 2 {
+		len(regexp.MustCompile(`(?m)^run_\S+ +claude-code +completed +1 +\+1 -0 .* passed +pending$`).FindAllString(stderr, -1)) != 2 {
 		t.Errorf("parallel runs do not end with their comparison:\n%s", stderr)
 	}
 }

@@ -46,11 +46,7 @@ func newPsCmd(e *env) *cobra.Command {
 					header = slices.Insert(header, 6, "CHANGE")
 				}
 				return printList(e, asJSON, res.Runs, header, func(r store.Run) []string {
-					st := string(r.Status)
-					if r.Error != "" {
-						st += " (" + firstLine(r.Error, 30) + ")"
-					}
-					row := []string{r.ID, r.Agent, st, age(r.CreatedAt), duration(r), cost(r.Usage), firstLine(r.Prompt, 40)}
+					row := []string{r.ID, r.Agent, runStatus(r, 30), age(r.CreatedAt), duration(r), cost(r.Usage), firstLine(r.Prompt, 40)}
 					if len(header) > len(row) {
 						change := "-"
 						if c := changes[r.ID]; c != nil {

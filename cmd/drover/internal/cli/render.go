@@ -13,6 +13,7 @@ import (
 	"github.com/drover-run/drover"
 	"github.com/drover-run/drover/internal/termtext"
 	"github.com/drover-run/drover/store"
+	"golang.org/x/term"
 )
 
 // printList prints items as JSON lines, or as a table with header and one
@@ -46,10 +47,55 @@ func age(t time.Time) string {
 	return time.Since(t).Round(time.Second).String() + " ago"
 }
 
+// runStatus is a run's outcome as the CLI's lists show it (drover.Outcome):
+// why it failed in brackets, what was denied after it.
+func runStatus(r store.Run, errWidth int) string {
+	o := r.Outcome()
+	st := string(o)
+	if o == drover.OutcomeFailed && r.Error != "" {
+		st += " (" + firstLine(r.Error, errWidth) + ")"
+	}
+	if r.Denied > 0 {
+		st += fmt.Sprintf(", %d denied", r.Denied)
+	}
+	return st
+}
+
+// callSummary is what a summary says of a run's tool calls: "3 tool
+// calls, 2 denied", "1 tool call, 1 allowed"; "" when there were none.
+// calls is the vendor's count; a denial the vendor did not count as a
+// call still counts.
+func callSummary(calls int64, allowed, denied int) string {
+	calls = max(calls, int64(denied))
+	if calls == 0 {
+		return ""
+	}
+	s := count(calls, "tool call")
+	if allowed > 0 {
+		s += fmt.Sprintf(", %d allowed", allowed)
+	}
+	if denied > 0 {
+		s += fmt.Sprintf(", %d denied", denied)
+	}
+	return s
+}
+
+// roundDuration is d as a person reads it: to the millisecond under a
+// second, to the tenth of a second under a minute, to the second above.
+func roundDuration(d time.Duration) string {
+	switch {
+	case d < time.Second:
+		return d.Round(time.Millisecond).String()
+	case d < time.Minute:
+		return d.Round(100 * time.Millisecond).String()
+	}
+	return d.Round(time.Second).String()
+}
+
 func duration(r store.Run) string {
 	switch {
 	case r.DurationMs > 0:
-		return (time.Duration(r.DurationMs) * time.Millisecond).String()
+		return roundDuration(time.Duration(r.DurationMs) * time.Millisecond)
 	case !r.StartedAt.IsZero() && !r.Status.Terminal():
 		return time.Since(r.StartedAt).Round(time.Second).String() + "…"
 	}
@@ -126,17 +172,29 @@ func (i inert) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// isTerminal reports whether stream (stdin or stdout) is a terminal.
+// isTerminal reports whether stream (stdin or stdout) is a terminal: a
+// character device is not enough (/dev/null is one, and a run from cron,
+// CI or nohup must not wait for a person who is not there).
 func isTerminal(stream any) bool {
-	if sw, ok := stream.(*syncWriter); ok {
-		return isTerminal(sw.w)
+	switch w := stream.(type) {
+	case *syncWriter:
+		return isTerminal(w.w)
+	case *console:
+		return w.tty
+	case inert:
+		return isTerminal(w.w)
+	case *os.File:
+		// Through SyscallConn: Fd would put a file in Go's poller back
+		// into blocking mode.
+		rc, err := w.SyscallConn()
+		if err != nil {
+			return false
+		}
+		tty := false
+		_ = rc.Control(func(fd uintptr) { tty = term.IsTerminal(int(fd)) })
+		return tty
 	}
-	f, ok := stream.(*os.File)
-	if !ok {
-		return false
-	}
-	st, err := f.Stat()
-	return err == nil && st.Mode()&os.ModeCharDevice != 0
+	return false
 }
 
 type printer interface{ print(drover.Event) error }
@@ -166,11 +224,58 @@ type human struct {
 	asking  bool              // an asker shows the permission requests
 	inDelta map[string]bool   // run printed text deltas not yet closed by its text
 	labels  map[string]string // run id → short label for interleaved output
+	tallies map[string]*tally // run id → what its summary line says
+}
+
+// tally is what the human view counts of a run's events for its summary
+// line: the same counts and outcome the ledger records at its end.
+type tally struct {
+	denied      map[string]bool // tool use ids denied
+	allowed     int
+	interrupted bool // a drover:interrupt came
+	errCode     drover.ErrorCode
+}
+
+func (h *human) tally(runID string) *tally {
+	t := h.tallies[runID]
+	if t == nil {
+		t = &tally{denied: map[string]bool{}}
+		h.tallies[runID] = t
+	}
+	return t
+}
+
+// outcome is what a run that ended done p is, in drover's one vocabulary
+// (drover.Outcome, as store.Run.Outcome says it from the ledger).
+func (t *tally) outcome(p drover.DonePayload) drover.Outcome {
+	switch p.Status {
+	case drover.StatusSuccess:
+		return drover.OutcomeCompleted
+	case drover.StatusMaxTurns:
+		return drover.OutcomeMaxTurns
+	case drover.StatusMaxBudget:
+		return drover.OutcomeMaxBudget
+	case drover.StatusInterrupted:
+		if t.interrupted {
+			return drover.OutcomeInterrupted
+		}
+		return drover.OutcomeCancelled
+	}
+	if t.errCode == drover.CodeTimeout || t.errCode == drover.CodeIdleTimeout {
+		return drover.OutcomeTimedOut
+	}
+	return drover.OutcomeFailed
+}
+
+// count is "1 turn", "2 turns".
+func count(n int64, one string) string {
+	return fmt.Sprintf("%d %s", n, plural(int(n), one, one+"s"))
 }
 
 func newHuman(w io.Writer, multi, partial bool) *human {
 	color := os.Getenv("NO_COLOR") == "" && isTerminal(w)
-	return &human{w: w, multi: multi, partial: partial && !multi, color: color, inDelta: map[string]bool{}, labels: map[string]string{}}
+	return &human{w: w, multi: multi, partial: partial && !multi, color: color, inDelta: map[string]bool{},
+		labels: map[string]string{}, tallies: map[string]*tally{}}
 }
 
 // paint is what the human view shows of s: s stripped of everything a
@@ -205,6 +310,24 @@ func firstLine(s string, max int) string {
 }
 
 func (h *human) print(ev drover.Event) error {
+	switch p := ev.Payload.(type) {
+	case drover.ToolResultPayload:
+		if p.Status == drover.ToolDenied {
+			h.tally(ev.RunID).denied[p.ToolUseID] = true
+		}
+	case drover.PermissionAnswerPayload:
+		if p.Behavior == drover.Deny {
+			h.tally(ev.RunID).denied[p.ToolUseID] = true
+		} else {
+			h.tally(ev.RunID).allowed++
+		}
+	case drover.InterruptPayload:
+		h.tally(ev.RunID).interrupted = true
+	case drover.ErrorPayload:
+		if !p.Recoverable {
+			h.tally(ev.RunID).errCode = p.Code
+		}
+	}
 	switch p := ev.Payload.(type) {
 	case drover.InitPayload:
 		return h.line(ev, h.paint("2", fmt.Sprintf("● %s · %s · %s", ev.Agent, p.Model, p.Cwd)))
@@ -244,8 +367,8 @@ func (h *human) print(ev drover.Event) error {
 			return h.line(ev, h.paint("31", "  ✗ "+p.ToolName+": "+firstLine(p.Output, 80)))
 		}
 	case drover.PermissionRequestPayload:
-		if h.asking {
-			return nil // the asker shows the question
+		if h.asking || p.AnsweredBy != "" {
+			return nil // the asker shows the question; a rule's answer follows
 		}
 		return h.line(ev, h.paint("35", "  ? "+p.ToolName+" asks for approval: "+describeRequest(p)+" (drover approve|deny "+ev.RunID+" "+p.RequestID+")"))
 	case drover.PermissionAnswerPayload:
@@ -274,28 +397,33 @@ func (h *human) print(ev drover.Event) error {
 }
 
 func (h *human) doneLine(ev drover.Event, p drover.DonePayload) string {
-	parts := []string{string(p.Status), (time.Duration(p.DurationMs) * time.Millisecond).String()}
+	t := h.tally(ev.RunID)
+	delete(h.tallies, ev.RunID)
+	o := t.outcome(p)
+	parts := []string{string(o), roundDuration(time.Duration(p.DurationMs) * time.Millisecond)}
 	u := p.Usage
 	if u.InputTokens+u.OutputTokens > 0 {
 		parts = append(parts, fmt.Sprintf("%d in / %d out tokens", u.InputTokens, u.OutputTokens))
 	}
-	if u.ToolUses > 0 {
-		parts = append(parts, fmt.Sprintf("%d tool calls", u.ToolUses))
+	if calls := callSummary(u.ToolUses, t.allowed, len(t.denied)); calls != "" {
+		parts = append(parts, calls)
 	}
 	if u.TotalCostUSD != nil {
 		parts = append(parts, cost(u))
 	}
 	if u.Turns != nil {
-		parts = append(parts, fmt.Sprintf("%d turns", *u.Turns))
+		parts = append(parts, count(*u.Turns, "turn"))
 	}
 	if p.ResumeToken != "" {
 		parts = append(parts, "resume "+p.ResumeToken)
 	}
 	c := "31" // red: failed
-	switch p.Status {
-	case drover.StatusSuccess:
+	switch {
+	case o == drover.OutcomeCompleted && len(t.denied) > 0:
+		c = "33" // completed, but without some of what it asked to do
+	case o == drover.OutcomeCompleted:
 		c = "32"
-	case drover.StatusInterrupted:
+	case o == drover.OutcomeInterrupted || o == drover.OutcomeCancelled:
 		c = "33"
 	}
 	return h.paint(c, "■ "+strings.Join(parts, " · "))

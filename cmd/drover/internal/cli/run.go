@@ -196,7 +196,7 @@ func runRun(ctx context.Context, e *env, f *runFlags, args []string) error {
 			}
 		}
 	}
-	out := &syncWriter{w: e.stdout} // the printer's and the asker's
+	out := newConsole(e.stdout) // the printer's and the asker's
 	human := newHuman(out, len(specs) > 1, f.partial)
 	var p printer = human
 	if f.json {

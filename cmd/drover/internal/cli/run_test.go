@@ -164,7 +164,7 @@ func TestCLI_HumanView(t *testing.T) {
 	if code != ExitOK {
 		t.Fatalf("exit %d", code)
 	}
-	for _, want := range []string{"● claude-code · fake", "hello", "■ success", "3 in / 2 out tokens", "resume 11111111-2222-4333-8444-555555555555"} {
+	for _, want := range []string{"● claude-code · fake", "hello", "■ completed", "3 in / 2 out tokens", "resume 11111111-2222-4333-8444-555555555555"} {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("human view lacks %q:\n%s", want, stdout)
 		}

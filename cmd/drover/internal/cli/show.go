@@ -45,8 +45,8 @@ func newShowCmd(e *env) *cobra.Command {
 					return json.NewEncoder(e.stdout).Encode(out)
 				}
 				w := inert{e.stdout}
-				fmt.Fprintf(w, "run       %s\nagent     %s\nstatus    %s", r.ID, r.Agent, r.Status)
-				if r.Error != "" {
+				fmt.Fprintf(w, "run       %s\nagent     %s\nstatus    %s", r.ID, r.Agent, r.Outcome())
+				if r.Error != "" && r.Outcome() == drover.OutcomeFailed {
 					fmt.Fprintf(w, " (%s)", r.Error)
 				}
 				fmt.Fprintf(w, "\nsession   %s\n", r.SessionID)
@@ -55,9 +55,12 @@ func newShowCmd(e *env) *cobra.Command {
 				}
 				fmt.Fprintf(w, "created   %s\nduration  %s\n", r.CreatedAt.Format(time.RFC3339), duration(*r))
 				u := r.Usage
-				fmt.Fprintf(w, "usage     %d in / %d out tokens, %d tool calls", u.InputTokens, u.OutputTokens, u.ToolUses)
+				fmt.Fprintf(w, "usage     %d in / %d out tokens", u.InputTokens, u.OutputTokens)
+				if calls := callSummary(u.ToolUses, r.Allowed, r.Denied); calls != "" {
+					fmt.Fprintf(w, ", %s", calls)
+				}
 				if u.Turns != nil {
-					fmt.Fprintf(w, ", %d turns", *u.Turns)
+					fmt.Fprintf(w, ", %s", count(*u.Turns, "turn"))
 				}
 				fmt.Fprintf(w, "\ncost      %s\n", cost(u))
 				if total.Runs > 1 {
@@ -73,7 +76,7 @@ func newShowCmd(e *env) *cobra.Command {
 					fmt.Fprintf(w, "resume    %s\n", r.ResumeToken)
 				}
 				for _, c := range children {
-					fmt.Fprintf(w, "child     %s %s %s\n", c.ID, c.Agent, c.Status)
+					fmt.Fprintf(w, "child     %s %s %s\n", c.ID, c.Agent, c.Outcome())
 				}
 				if c := g.Change; c != nil {
 					fmt.Fprintf(w, "change    %s in %s (base %s)\n", changeSummary(c), c.Repo, short(c.Base))

@@ -35,10 +35,7 @@ func newWaitCmd(e *env) *cobra.Command {
 						}
 						continue
 					}
-					line := fmt.Sprintf("%s %s", r.ID, r.Status)
-					if r.Error != "" {
-						line += " (" + r.Error + ")"
-					}
+					line := fmt.Sprintf("%s %s", r.ID, runStatus(r, 200))
 					fmt.Fprintln(inert{e.stdout}, line)
 				}
 				if failed {

@@ -1,0 +1,254 @@
+//go:build linux
+
+package cli
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/drover-run/drover"
+	"github.com/drover-run/drover/internal/testkit/ptytest"
+)
+
+// screen is what a pseudo-terminal's master end has read of what drover
+// wrote to its terminal, and the keyboard of that terminal.
+type screen struct {
+	master *os.File
+	mu     sync.Mutex
+	buf    bytes.Buffer
+	grew   chan struct{} // signalled at each read
+	done   chan struct{}
+}
+
+// newScreen reads tty's output from master until the test ends.
+func newScreen(t *testing.T, master *os.File) *screen {
+	s := &screen{master: master, grew: make(chan struct{}, 1), done: make(chan struct{})}
+	go func() {
+		defer close(s.done)
+		b := make([]byte, 4096)
+		for {
+			n, err := master.Read(b)
+			s.mu.Lock()
+			s.buf.Write(b[:n])
+			s.mu.Unlock()
+			select {
+			case s.grew <- struct{}{}:
+			default:
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	// The reader is owned by the test: closing the master ends its Read.
+	t.Cleanup(func() {
+		master.Close()
+		<-s.done
+	})
+	return s
+}
+
+func (s *screen) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.buf.String()
+}
+
+// waitFor waits until the screen holds n occurrences of want.
+func (s *screen) waitFor(t *testing.T, want string, n int) {
+	t.Helper()
+	deadline := time.After(60 * time.Second)
+	for strings.Count(s.String(), want) < n {
+		select {
+		case <-s.grew:
+		case <-deadline:
+			t.Fatalf("the terminal never showed %q %d times:\n%s", want, n, s.String())
+		}
+	}
+}
+
+// typeLine types line and Enter at the terminal.
+func (s *screen) typeLine(t *testing.T, line string) {
+	t.Helper()
+	if _, err := s.master.Write([]byte(line + "\n")); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// runOnPTY runs drover in-process, as runCLI does, with a pseudo-terminal
+// as its stdin and stdout; keys, when given, is called with the screen
+// while drover runs (to answer its questions). It returns the exit status,
+// everything the terminal showed and stderr.
+func runOnPTY(t *testing.T, ctx context.Context, mode string, keys func(*screen), args ...string) (int, string, string) {
+	t.Helper()
+	master, tty := ptytest.Pair(t)
+	s := newScreen(t, master)
+	dir := t.TempDir()
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("DROVER_CLAUDE_BIN", self)
+	t.Setenv(fakeEnv, mode)
+	t.Setenv("FAKE_PIDFILE", filepath.Join(dir, "pid"))
+	t.Setenv("GORACE", "atexit_sleep_ms=0")
+	t.Chdir(dir)
+	var keysDone sync.WaitGroup
+	if keys != nil {
+		keysDone.Go(func() { keys(s) })
+	}
+	var errb bytes.Buffer
+	code := Run(ctx, args, tty, tty, &errb)
+	keysDone.Wait()
+	// What drover wrote is in the terminal's queue: wait until it is read.
+	mark := "\x00end-of-run\x00"
+	tty.Write([]byte(mark))
+	s.waitFor(t, mark, 1)
+	return code, strings.ReplaceAll(s.String(), mark, ""), errb.String()
+}
+
+// CON-1: a session drover lists can be continued from a terminal, as
+// `drover interrupt` suggests (drover run --session ID -a AGENT PROMPT).
+func TestCON1_SessionOnATerminal(t *testing.T) {
+	t.Setenv("DROVER_DB", filepath.Join(t.TempDir(), "drover.db"))
+	code, out, errOut, _ := runCLI(t, context.Background(), "ok", "run", "--json", "-a", "claude", "first")
+	if code != ExitOK {
+		t.Fatalf("first run: exit %d\n%s", code, errOut)
+	}
+	sid := decodeEvents(t, out)[0].SessionID
+	code, _, errOut = runOnPTY(t, context.Background(), "ok", nil, "run", "--session", sid, "-a", "claude", "again")
+	if code != ExitOK {
+		t.Fatalf("drover run --session %s on a terminal: exit %d\n%s", sid, code, errOut)
+	}
+	if s := showRun(t, runIDRe.FindStringSubmatch(errOut)[1]); s.Run.SessionID != sid {
+		t.Fatalf("the run continued session %q, want %q", s.Run.SessionID, sid)
+	}
+}
+
+// CON-1: standard input from /dev/null is no terminal: nobody is asked,
+// the request is denied at once (not after five minutes), and the summary
+// says the call was denied.
+func TestCON1_DevNullIsNoTerminal(t *testing.T) {
+	t.Setenv("DROVER_DB", filepath.Join(t.TempDir(), "drover.db"))
+	null, err := os.Open(os.DevNull)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer null.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	code, out, errOut, pid := runCLI(t, withStdin(ctx, null), "ask", "run", "-a", "claude", "build it")
+	if code != ExitOK {
+		t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
+	}
+	assertGone(t, pid)
+	if strings.Contains(out, "allow?") {
+		t.Errorf("asked a question of /dev/null:\n%s", out)
+	}
+	for _, want := range []string{"denied Bash (drover (nobody could answer))", "1 tool call, 1 denied"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("stdout lacks %q:\n%s", want, out)
+		}
+	}
+	s := showRun(t, runIDRe.FindStringSubmatch(errOut)[1])
+	if p := s.ToolCalls[0].Permission; p == nil || p.By != drover.ByDefault {
+		t.Fatalf("answered %+v, want denied at once by default", p)
+	}
+	if s.Run.Denied != 1 || s.Run.Outcome() != drover.OutcomeCompleted {
+		t.Fatalf("ledger: denied %d, outcome %s; want 1, completed", s.Run.Denied, s.Run.Outcome())
+	}
+}
+
+// CON-1: a call an --allow rule answers is not asked about on the
+// terminal; the screen says the rule allowed it.
+func TestCON1_RuleAnsweredCallIsNotAsked(t *testing.T) {
+	t.Setenv("DROVER_DB", filepath.Join(t.TempDir(), "drover.db"))
+	code, screen, errOut := runOnPTY(t, context.Background(), "ask", nil, "run", "--allow", "Bash", "-a", "claude", "build it")
+	if code != ExitOK {
+		t.Fatalf("exit %d\n%s\n%s", code, screen, errOut)
+	}
+	if strings.Contains(screen, "allow?") || strings.Contains(screen, "wants to") {
+		t.Errorf("asked about a call the rule answered:\n%s", screen)
+	}
+	for _, want := range []string{"allowed Bash (rule allow:Bash)", "■ completed", "1 tool call, 1 allowed"} {
+		if !strings.Contains(screen, want) {
+			t.Errorf("the terminal lacks %q:\n%s", want, screen)
+		}
+	}
+}
+
+// CON-1: parallel runs asking at once: each request on its own line with
+// its run and its own deadline as it comes, the question says how many
+// more are waiting, and no other output ever lands on the question's line.
+func TestCON1_ParallelPromptsOnATerminal(t *testing.T) {
+	t.Setenv("DROVER_DB", filepath.Join(t.TempDir(), "drover.db"))
+	keys := func(s *screen) {
+		s.waitFor(t, "wants to", 2)
+		s.waitFor(t, "1 more waiting", 1)
+		s.typeLine(t, "y")
+		s.waitFor(t, "allowed Bash (terminal)", 1)
+		s.typeLine(t, "n not today")
+	}
+	code, screen, errOut := runOnPTY(t, context.Background(), "ask", keys, "run", "-a", "claude", "-a", "claude", "build it")
+	if code != ExitOK {
+		t.Fatalf("exit %d\n%s\n%s", code, screen, errOut)
+	}
+	for _, want := range []string{"[claude#1]   ? Bash wants to:", "[claude#2]   ? Bash wants to:", "denied Bash (terminal)"} {
+		if !strings.Contains(screen, want) {
+			t.Errorf("the terminal lacks %q:\n%s", want, screen)
+		}
+	}
+	if n := len(regexp.MustCompile(`denied at \d\d:\d\d:\d\d \(in \d+m\d+s\)`).FindAllString(screen, -1)); n != 2 {
+		t.Errorf("%d requests shown with their own deadline, want 2:\n%s", n, screen)
+	}
+	// What a person sees: carriage returns and line clears applied.
+	for _, l := range visibleLines(screen) {
+		if i := strings.Index(l, "allow?"); i >= 0 && strings.Contains(l[i:], "[claude#") {
+			t.Errorf("output broke into a question: %q", l)
+		}
+	}
+}
+
+// visibleLines is what a terminal shows of out, line by line: a carriage
+// return goes back to the line's start, "ESC [ K" clears what follows.
+func visibleLines(out string) []string {
+	var lines []string
+	for raw := range strings.SplitSeq(strings.ReplaceAll(out, "\r\n", "\n"), "\n") {
+		var line []rune
+		col := 0
+		for i := 0; i < len(raw); {
+			switch {
+			case raw[i] == '\r':
+				col = 0
+				i++
+			case strings.HasPrefix(raw[i:], "\x1b[K"):
+				line = line[:col]
+				i += 3
+			case raw[i] == '\x1b':
+				j := strings.IndexAny(raw[i+1:], "ABCDEFGHJKSTfmhl")
+				if j < 0 {
+					j = len(raw) - i - 2
+				}
+				i += j + 2
+			default:
+				r := []rune(raw[i:])[0]
+				if col < len(line) {
+					line[col] = r
+				} else {
+					line = append(line, r)
+				}
+				col++
+				i += len(string(r))
+			}
+		}
+		lines = append(lines, string(line))
+	}
+	return lines
+}
