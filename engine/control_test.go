@@ -477,3 +477,39 @@ func TestPERM2_WithdrawnRequest(t *testing.T) {
 		t.Fatalf("answer %+v", a)
 	}
 }
+
+// SUP-1: in the supervised tier a read-only command runs without asking
+// (the built-in read-only rule, the same on every vendor); a command a
+// `;`, `&&` or redirection extends asks; an explicit deny rule still wins.
+func TestSUP1_ReadOnlyCommandsRunWithoutAsking(t *testing.T) {
+	asks := func() []drover.PermissionRequestPayload {
+		return []drover.PermissionRequestPayload{ask("ls", "Bash", "ls -la"), ask("git", "exec_command", "git status"),
+			ask("chain", "Bash", "ls; rm -rf x"), ask("and", "Bash", "ls && touch y"), ask("redir", "Bash", "ls > out"),
+			ask("argv", "shell", ""), ask("denied", "Bash", "cat secrets.txt")}
+	}
+	v := &vendor{caps: interactive, asks: asks()}
+	v.asks[5].Input = map[string]any{"command": []any{"bash", "-lc", "rg -n TODO"}}
+	deny, err := drover.ParsePermissionRule("deny:Bash(cat *)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	evs := start(t, v, drover.Options{Tier: drover.TierSupervised, PermissionRules: []drover.PermissionRule{deny}}, engine.Hooks{})()
+	got := answers(t, evs)
+	for id, allowed := range map[string]bool{"ls": true, "git": true, "argv": true, "chain": false, "and": false, "redir": false} {
+		a := got[id]
+		switch {
+		case allowed && (a.Behavior != drover.Allow || a.By != drover.ByRule || a.Detail != engine.ReadOnlyRule):
+			t.Errorf("%s: %+v, want allowed by the read-only rule", id, a)
+		case !allowed && (a.Behavior != drover.Deny || a.By != drover.ByDefault):
+			t.Errorf("%s: %+v, want asked (denied by default: nobody to ask)", id, a)
+		}
+	}
+	if a := got["denied"]; a.Behavior != drover.Deny || a.Detail != "deny:Bash(cat *)" {
+		t.Errorf("a deny rule lost to the read-only rule: %+v", a)
+	}
+	for _, ev := range evs {
+		if p, ok := ev.Payload.(drover.PermissionRequestPayload); ok && p.RequestID == "ls" && (p.AnsweredBy != drover.ByRule || p.Deadline != 0) {
+			t.Errorf("the request event of a call answered as asked: %+v", p)
+		}
+	}
+}

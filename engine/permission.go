@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/drover-run/drover"
+	"github.com/drover-run/drover/internal/readonly"
 )
 
 // DefaultApprovalTimeout is how long a permission request waits for an
@@ -60,4 +61,30 @@ func globMatch(pattern, s string) bool {
 		pi++
 	}
 	return pi == len(p)
+}
+
+// ReadOnlyRule is the detail of the answer that allows a read-only
+// command in the supervised tier (SUP-1): the built-in rule that gives
+// `supervised` one meaning on every vendor.
+const ReadOnlyRule = "read-only command (supervised)"
+
+// readOnlyCommand reports whether input is a shell call's (its "command",
+// a string or an argument vector) that only reads (readonly.Command).
+// Every vendor's shell tool names its command so.
+func readOnlyCommand(input map[string]any) bool {
+	switch c := input["command"].(type) {
+	case string:
+		return readonly.Command(c)
+	case []any:
+		argv := make([]string, len(c))
+		for i, a := range c {
+			s, ok := a.(string)
+			if !ok {
+				return false
+			}
+			argv[i] = s
+		}
+		return readonly.Argv(argv)
+	}
+	return false
 }

@@ -136,6 +136,9 @@ func (r *recorder) commit() {
 		}
 		r.a.wake()
 		r.s.recorded.fire()
+		if ev.Type == drover.TypePermissionRequest && r.s.cfg.Notifier != nil {
+			r.s.noticeRequest(r.a, ev) // once durable: "drover approve" can see it
+		}
 	}
 }
 
@@ -202,6 +205,9 @@ func (r *recorder) finish() error {
 	}
 	f.Messages, f.ToolCalls = r.turn.record(a.id, a.req.Prompt, r.durable)
 	err := r.s.st.FinishRun(r.ctx, f)
+	if err == nil && r.s.cfg.Notifier != nil {
+		r.s.noticeEnd(a, f)
+	}
 	if err != nil {
 		// Reconciliation marks it failed at the next start-up; until then
 		// only this process knows it has ended (Supervisor.lostRecord).

@@ -41,6 +41,9 @@ type Config struct {
 	DefaultApprovalTimeout time.Duration
 	// Owner names this supervisor in the ledger; "" means "host:pid".
 	Owner string
+	// Notifier, if set, is told when a run this supervisor executes asks
+	// for permission, when it ends, and when a budget ends it (CON-3).
+	Notifier Notifier
 	// Poll is how often runs owned elsewhere are checked (cross-process
 	// cancel, Await and Follow); 0 means 250 ms.
 	Poll time.Duration

@@ -138,6 +138,9 @@ func askingClaude(mode string, out func(...string)) {
 	if mode == "ask-hidden" { // asks to run hiddenCommand, then as ask
 		command = jsonString(hiddenCommand)
 	}
+	if c := os.Getenv("FAKE_COMMAND"); c != "" {
+		command = jsonString(c)
+	}
 	out(initLine,
 		`{"type":"assistant","message":{"id":"m1","content":[{"type":"tool_use","id":"tu1","name":"Bash","input":{"command":`+command+`}}]},"session_id":"11111111-2222-4333-8444-555555555555"}`,
 		`{"type":"control_request","request_id":"req-1","request":{"subtype":"can_use_tool","tool_name":"Bash","input":{"command":`+command+`},"tool_use_id":"tu1","description":"build it"}}`)
@@ -173,7 +176,11 @@ func askingClaude(mode string, out func(...string)) {
 				out(result(r.Message, true))
 			}
 			if mode != "ask-wait" {
-				out(textLine("built"), resultLine)
+				end := resultLine
+				if os.Getenv("FAKE_OVER_BUDGET") != "" { // Claude's end of a run its --max-budget-usd stopped
+					end = strings.Replace(resultLine, `"subtype":"success","is_error":false`, `"subtype":"error_max_budget_usd","is_error":true`, 1)
+				}
+				out(textLine("built"), end)
 			}
 		case m.Type == "user":
 			var blocks []struct{ Text string }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/drover-run/drover"
 	"github.com/drover-run/drover/internal/termtext"
+	"github.com/drover-run/drover/runs"
 	"github.com/drover-run/drover/store"
 	"golang.org/x/term"
 )
@@ -59,25 +60,6 @@ func runStatus(r store.Run, errWidth int) string {
 		st += fmt.Sprintf(", %d denied", r.Denied)
 	}
 	return st
-}
-
-// callSummary is what a summary says of a run's tool calls: "3 tool
-// calls, 2 denied", "1 tool call, 1 allowed"; "" when there were none.
-// calls is the vendor's count; a denial the vendor did not count as a
-// call still counts.
-func callSummary(calls int64, allowed, denied int) string {
-	calls = max(calls, int64(denied))
-	if calls == 0 {
-		return ""
-	}
-	s := count(calls, "tool call")
-	if allowed > 0 {
-		s += fmt.Sprintf(", %d allowed", allowed)
-	}
-	if denied > 0 {
-		s += fmt.Sprintf(", %d denied", denied)
-	}
-	return s
 }
 
 // roundDuration is d as a person reads it: to the millisecond under a
@@ -405,7 +387,7 @@ func (h *human) doneLine(ev drover.Event, p drover.DonePayload) string {
 	if u.InputTokens+u.OutputTokens > 0 {
 		parts = append(parts, fmt.Sprintf("%d in / %d out tokens", u.InputTokens, u.OutputTokens))
 	}
-	if calls := callSummary(u.ToolUses, t.allowed, len(t.denied)); calls != "" {
+	if calls := runs.CallSummary(u.ToolUses, t.allowed, len(t.denied)); calls != "" {
 		parts = append(parts, calls)
 	}
 	if u.TotalCostUSD != nil {

@@ -26,6 +26,7 @@ import (
 )
 
 type runFlags struct {
+	notify          []string
 	worktree        bool
 	base            string
 	includeDirty    bool
@@ -116,6 +117,7 @@ usage error, 130 after SIGINT once every run has ended interrupted.`,
 	fl.StringVar(&f.systemPrompt, "system-prompt", "", "text appended to the agent's system prompt")
 	fl.DurationVar(&f.timeout, "timeout", 0, "end the run with TIMEOUT after this long (e.g. 10m)")
 	fl.DurationVar(&f.idleTimeout, "idle-timeout", 0, "end the run with IDLE_TIMEOUT after this long without output")
+	addNotifyFlag(cmd, &f.notify)
 	fl.BoolVar(&f.partial, "partial", false, "stream text as it is generated (text_delta events)")
 	fl.StringVar(&f.configDir, "config-dir", "", "give the agent its own configuration home in this directory")
 	fl.BoolVar(&f.isolate, "isolate", false, "give each run its own new configuration home under drover's state directory (printed; pass it to --config-dir to resume)")
@@ -203,6 +205,14 @@ func runRun(ctx context.Context, e *env, f *runFlags, args []string) error {
 		p = &jsonPrinter{w: out}
 	}
 	rcfg := runs.Config{Limit: max(len(specs), 8)}
+	n, err := e.notifier(f.notify)
+	if err != nil {
+		return err
+	}
+	defer closeNotifier(n)
+	if n != nil {
+		rcfg.Notifier = n
+	}
 	if f.queue {
 		rcfg.Queue = queueWanted{}
 	}

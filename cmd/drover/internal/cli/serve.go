@@ -22,6 +22,7 @@ import (
 
 func newServeCmd(e *env) *cobra.Command {
 	var db, addr, token, fakeScript, fakeLog string
+	var notifyTo []string
 	var stdio, fakeOn, noToken, allowAutonomous, queue bool
 	var limit int
 	var approvalTimeout time.Duration
@@ -100,6 +101,14 @@ and exits 130; a second one kills every agent process group at once.`,
 				return err
 			}
 			rcfg := runs.Config{Limit: limit, DefaultApprovalTimeout: approvalTimeout}
+			n, err := e.notifier(notifyTo)
+			if err != nil {
+				return err
+			}
+			defer closeNotifier(n)
+			if n != nil {
+				rcfg.Notifier = n
+			}
 			if queue {
 				rcfg.Queue = queueWanted{}
 			}
@@ -124,6 +133,7 @@ and exits 130; a second one kills every agent process group at once.`,
 		},
 	}
 	addDBFlag(cmd, &db)
+	addNotifyFlag(cmd, &notifyTo)
 	cmd.Flags().BoolVar(&stdio, "stdio", false, "speak the protocol on stdin and stdout instead of HTTP")
 	cmd.Flags().StringVar(&addr, "addr", server.DefaultAddr, "HTTP address to listen on")
 	cmd.Flags().StringVar(&token, "token", "", "bearer token every HTTP request must carry (default $DROVER_TOKEN, else a new random one, printed)")

@@ -56,7 +56,7 @@ func newShowCmd(e *env) *cobra.Command {
 				fmt.Fprintf(w, "created   %s\nduration  %s\n", r.CreatedAt.Format(time.RFC3339), duration(*r))
 				u := r.Usage
 				fmt.Fprintf(w, "usage     %d in / %d out tokens", u.InputTokens, u.OutputTokens)
-				if calls := callSummary(u.ToolUses, r.Allowed, r.Denied); calls != "" {
+				if calls := runs.CallSummary(u.ToolUses, r.Allowed, r.Denied); calls != "" {
 					fmt.Fprintf(w, ", %s", calls)
 				}
 				if u.Turns != nil {

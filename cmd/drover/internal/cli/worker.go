@@ -24,6 +24,7 @@ import (
 
 func newWorkerCmd(e *env) *cobra.Command {
 	var db, id, fakeScript, fakeLog string
+	var notifyTo []string
 	var agents, labels []string
 	var limit int
 	var lease time.Duration
@@ -110,7 +111,16 @@ SIGINT or SIGTERM stops claiming, cancels the runs going on and exits 130.`,
 				return fmt.Errorf("drover worker: %s is not a PostgreSQL ledger", redactURL(loc))
 			}
 			fmt.Fprintf(e.stderr, "drover: worker %s serving %s (labels %v)\n", id, strings.Join(agents, ","), labels)
-			err = e.supervise(ctx, st, loc, runs.Config{Owner: worker.Owner(id), Limit: max(limit, 1) * 2}, func(sup *runs.Supervisor, _ store.Store) error {
+			rcfg := runs.Config{Owner: worker.Owner(id), Limit: max(limit, 1) * 2}
+			n, err := e.notifier(notifyTo)
+			if err != nil {
+				return err
+			}
+			defer closeNotifier(n)
+			if n != nil {
+				rcfg.Notifier = n
+			}
+			err = e.supervise(ctx, st, loc, rcfg, func(sup *runs.Supervisor, _ store.Store) error {
 				return worker.Run(ctx, pg, sup, wcfg)
 			})
 			if err != nil {
@@ -120,6 +130,7 @@ SIGINT or SIGTERM stops claiming, cancels the runs going on and exits 130.`,
 		},
 	}
 	addDBFlag(cmd, &db)
+	addNotifyFlag(cmd, &notifyTo)
 	cmd.Flags().StringSliceVar(&agents, "agents", nil, "agents this worker runs (default: the installed ones)")
 	cmd.Flags().StringSliceVar(&labels, "labels", nil, fmt.Sprintf("labels this worker carries (at most %d): it serves runs that ask for any of them", worker.MaxLabels))
 	cmd.Flags().IntVar(&limit, "limit", 8, "runs this worker runs at once")
