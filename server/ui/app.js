@@ -31,7 +31,20 @@ const state = {
   compareSeq: 0,
   revisions: new Map(), // id of a run started by Request changes → the run it revises
   discardTimer: 0,
+  cursor: '', // the run the keyboard is on (j/k), see moveCursor
+  models: new Map(), // run id → the model its init event named
+  inbox: { items: [], missing: false, loading: false, again: false, timer: 0 }, // see refreshInbox
+  keyStatusTimer: 0,
 };
+
+// The live-control events drover records in a run's stream: shown as the
+// run's own events. Every other namespaced type ("vendor:name") is internal
+// and folded (see appendInternal).
+const CONTROL_EVENTS = new Set(['drover:permission_answer', 'drover:steer', 'drover:interrupt']);
+
+function isInternal(type) {
+  return type.includes(':') && !CONTROL_EVENTS.has(type);
+}
 
 // ---- small helpers -------------------------------------------------------
 
@@ -85,20 +98,67 @@ function el(tag, props, ...children) {
   return e;
 }
 
+const pad2 = (n) => String(n).padStart(2, '0');
+
+// fmtDuration shows a duration in full: "850ms", "12.3s", "1m 12s",
+// "2h 03m", "3d 04h".
 function fmtDuration(ms) {
-  if (ms === undefined || ms === null || ms < 0) return '';
-  if (ms < 1000) return ms + ' ms';
-  const s = ms / 1000;
-  if (s < 60) return s.toFixed(1) + ' s';
-  const m = Math.floor(s / 60);
-  if (m < 60) return m + ' min ' + Math.floor(s % 60) + ' s';
-  return Math.floor(m / 60) + ' h ' + (m % 60) + ' min';
+  if (ms === undefined || ms === null || !(ms >= 0)) return '';
+  if (ms < 1000) return Math.round(ms) + 'ms';
+  const s = Math.floor(ms / 1000);
+  if (s < 60) return (Math.floor(ms / 100) / 10).toFixed(1) + 's';
+  if (s < 3600) return Math.floor(s / 60) + 'm ' + pad2(s % 60) + 's';
+  if (s < 86400) return Math.floor(s / 3600) + 'h ' + pad2(Math.floor(s / 60) % 60) + 'm';
+  return Math.floor(s / 86400) + 'd ' + pad2(Math.floor(s / 3600) % 24) + 'h';
+}
+
+// fmtSeconds is a countdown or an age, to the second: "42s", "1m 05s".
+function fmtSeconds(ms) {
+  const s = Math.max(0, Math.round(ms / 1000));
+  return s < 60 ? s + 's' : fmtDuration(s * 1000);
 }
 
 // fmtCost shows a cost; "~" marks drover's estimate (usage.costEstimated).
 function fmtCost(usd, estimated) {
   if (usd === undefined || usd === null) return '';
   return (estimated ? '~$' : '$') + (usd < 0.01 && usd > 0 ? usd.toFixed(4) : usd.toFixed(2));
+}
+
+// modelOf is a run's model, as far as the page knows it: the one its init
+// event named (once its timeline was opened), else options.model; '' when
+// the vendor picked it and the page has not seen which.
+function modelOf(r) {
+  return state.models.get(r.id) || (r.options && typeof r.options.model === 'string' ? r.options.model : '');
+}
+
+// unpriced reports usage with tokens and no price: no cost, or a vendor's
+// cost of 0 for tokens, which the engine takes for a vendor that could not
+// price its model (docs/limits.md).
+function unpriced(u) {
+  const tokens = (u.inputTokens || 0) + (u.outputTokens || 0);
+  return tokens > 0 && (u.totalCostUsd === undefined || u.totalCostUsd === null || (u.totalCostUsd === 0 && !u.costEstimated));
+}
+
+// costView is what a run cost, as text and its longer title: the vendor's
+// cost, drover's estimate ("~"), or "no price for MODEL" for tokens nobody
+// could price — never blank or $0 then.
+function costView(r) {
+  const u = r.usage || {};
+  if (unpriced(u)) {
+    const m = modelOf(r);
+    const title = 'no price for ' + (m || "the vendor's model") +
+      ': drover prices tokens from its price table (docs/limits.md); add the model with Options.Prices or DROVER_PRICES';
+    return { text: 'no price for ' + (m || 'its model'), short: 'no price', title, none: true };
+  }
+  const text = fmtCost(u.totalCostUsd, u.costEstimated);
+  return { text, short: text, title: u.costEstimated ? "drover's estimate from the tokens and the model's list price" : '' };
+}
+
+// firstLine is a prompt's first line that says something.
+function firstLine(s) {
+  const lines = String(s || '').split('\n');
+  const i = lines.findIndex((l) => l.trim() !== '');
+  return i < 0 ? '' : lines[i] + (lines.slice(i + 1).some((l) => l.trim() !== '') ? ' …' : '');
 }
 
 function fmtInt(n) {
@@ -126,10 +186,14 @@ function runDuration(r) {
   return undefined;
 }
 
-// statusLabel tells apart what the run record's status alone does not:
-// a run cancelled ends "failed" with done status "interrupted".
+// statusLabel is the one word a run is shown by: its record's outcome
+// (pending, running, completed, failed, cancelled, interrupted, timed_out,
+// max_turns, max_budget); for a record without one, what its status and
+// done status tell apart (a run cancelled ends "failed" with done status
+// "interrupted").
 function statusLabel(r) {
   if (r.status === 'running' && r.cancelRequested) return 'cancelling';
+  if (r.outcome) return r.outcome;
   if (r.doneStatus === 'interrupted') return 'cancelled';
   if (r.status === 'completed' && r.doneStatus && r.doneStatus !== 'success') return r.doneStatus;
   return r.status;
@@ -156,6 +220,7 @@ async function api(method, path, body) {
     const e = data && data.error;
     const err = new Error(e ? e.code + ': ' + e.message : resp.status + ' ' + resp.statusText);
     err.code = e ? e.code : '';
+    err.status = resp.status;
     throw err;
   }
   return { data, headers: resp.headers };
@@ -206,8 +271,10 @@ function startWatch() {
     queueRender();
     if (was && was.status === r.status) return;
     // A new run or a status change: the runs' changes may have moved (a
-    // run's change is recorded before its end).
+    // run's change is recorded before its end), and a run that ended has
+    // no request waiting any more.
     refreshChanges();
+    if (was) queueInbox();
     if (was && LIVE.has(was.status) && !LIVE.has(r.status)) {
       if (r.id === state.selected) loadChange(r.id);
       if (state.compare && state.compare.includes(r.id)) loadCompare();
@@ -268,12 +335,18 @@ function tree() {
   return out;
 }
 
+// filtering reports whether the list's filters hide any run.
+function filtering() {
+  return $('filter-status').value !== '' || $('filter-text').value.trim() !== '';
+}
+
 // shown applies the list's filters. A child is shown with a parent that
-// matches, so the tree stays whole.
+// matches, so the tree stays whole. A status matches a run's status or its
+// outcome ("failed" lists the runs cancelled too; "cancelled" only them).
 function shown(r, depth, parentShown) {
   if (depth > 0 && parentShown) return true;
   const st = $('filter-status').value;
-  if (st === 'live' ? !LIVE.has(r.status) : st && r.status !== st) return false;
+  if (st === 'live' ? !LIVE.has(r.status) : st && r.status !== st && statusLabel(r) !== st) return false;
   const q = $('filter-text').value.trim().toLowerCase();
   if (!q) return true;
   return [r.agent, r.prompt, r.id, r.sessionId || ''].some((v) => v.toLowerCase().includes(q));
@@ -285,11 +358,16 @@ function shown(r, depth, parentShown) {
 function renderRuns() {
   const body = $('runs-body');
   const want = [];
+  const listed = []; // the runs shown, for the totals
   const shownAt = []; // whether the nearest row at each depth is shown
   for (const [r, depth] of tree()) {
     shownAt[depth] = shown(r, depth, depth > 0 && shownAt[depth - 1]);
-    if (shownAt[depth]) want.push(runRow(r, depth));
+    if (shownAt[depth]) {
+      want.push(runRow(r, depth));
+      listed.push(r);
+    }
   }
+  state.listed = listed;
   const keep = new Set(want);
   for (const tr of [...body.children]) {
     if (!keep.has(tr)) {
@@ -317,10 +395,11 @@ function workerOf(r) {
 function runRow(r, depth) {
   const u = r.usage || {};
   const label = statusLabel(r);
+  const cost = costView(r);
   const cells = [label, r.agent + (workerOf(r) ? ' @ ' + workerOf(r) : ''), r.prompt, fmtTime(isZeroTime(r.startedAt) ? r.createdAt : r.startedAt),
     fmtDuration(runDuration(r)),
     u.inputTokens || u.outputTokens ? fmtInt(u.inputTokens) + ' / ' + fmtInt(u.outputTokens) : '',
-    fmtCost(u.totalCostUsd, u.costEstimated)];
+    cost.short, cost.title];
   const ch = changeBadge(state.changes.get(r.id));
   const key = JSON.stringify([cells, depth, r.status, r.parentId || '', ch && ch.key]);
   let row = state.rows.get(r.id);
@@ -340,65 +419,94 @@ function runRow(r, depth) {
     const tr = el('tr', {
       class: 'run', 'data-run-id': r.id, tabindex: 0,
       onclick: () => selectRun(r.id),
-      onkeydown: (e) => { if (e.key === 'Enter') selectRun(r.id); },
+      onkeydown: (e) => { if (e.key === 'Enter' && e.target === tr) selectRun(r.id); },
     }, el('td', {}, c.pick, c.status), c.agent, c.prompt, c.started, c.duration, c.tokens, c.cost);
     row = { tr, c, key: '', promptKey: '' };
     state.rows.set(r.id, row);
   }
   const tr = row.tr;
   tr.classList.toggle('selected', r.id === state.selected);
+  tr.classList.toggle('cursor', r.id === state.cursor);
   row.c.pick.checked = state.picked.has(r.id);
   if (row.key === key) return tr;
   row.key = key;
   tr.dataset.status = r.status;
+  tr.dataset.outcome = label;
   tr.dataset.depth = String(depth);
   if (r.parentId) tr.dataset.parentId = r.parentId;
   const c = row.c;
   c.status.className = 'status s-' + label;
   c.status.textContent = label;
   c.agent.textContent = inert(cells[1]);
-  c.agent.title = workerOf(r) ? 'run by worker ' + workerOf(r) : '';
+  c.agent.title = inert(cells[1]) + (workerOf(r) ? ': run by worker ' + workerOf(r) : '');
   const promptKey = JSON.stringify([r.prompt, depth, ch && ch.key]);
   if (row.promptKey !== promptKey) {
     row.promptKey = promptKey;
     fillPrompt(c.prompt, r, depth, ch);
   }
   c.started.textContent = cells[3];
+  c.started.title = new Date(isZeroTime(r.startedAt) ? r.createdAt : r.startedAt).toLocaleString('en-GB');
   if (LIVE.has(r.status)) c.duration.dataset.live = 'true';
   else delete c.duration.dataset.live;
   c.duration.textContent = cells[4];
   c.tokens.textContent = cells[5];
   c.cost.textContent = cells[6];
+  c.cost.title = cells[7];
+  c.cost.classList.toggle('unpriced', !!cost.none);
   return tr;
 }
 
-// fillPrompt shows a run's prompt in its cell, indented by its depth in
-// the tree, with the summary of its change under it (changeBadge) if it
-// has one.
+// fillPrompt shows a run's prompt in its cell — its first line; the whole
+// prompt on hover and in the run's view — indented by its depth in the
+// tree, with the summary of its change under it (changeBadge) if it has
+// one.
 function fillPrompt(td, r, depth, ch) {
   td.title = inert(r.prompt);
-  td.replaceChildren(...(depth ? [el('span', { class: 'branch', text: '↳ ' })] : []), inert(r.prompt), ch ? ch.el() : '');
+  td.replaceChildren(...(depth ? [el('span', { class: 'branch', text: '↳ ' })] : []),
+    el('span', { class: 'first', text: firstLine(r.prompt) }), ch ? ch.el() : '');
   td.style.paddingLeft = (0.5 + depth * 1.25) + 'em'; // CSSOM: allowed by the CSP
 }
 
+// The header's counts: each outcome counted apart (a run cancelled,
+// interrupted or timed out has not failed).
+const COUNTED = {
+  pending: 'live', running: 'live', cancelling: 'live', completed: 'completed', failed: 'failed', error: 'failed',
+  cancelled: 'cancelled', interrupted: 'interrupted', timed_out: 'timedout', max_turns: 'limit', max_budget: 'limit',
+};
+
+// renderUsage totals the runs the list shows (its filters applied), and
+// says "of N" when the filters hide some.
 function renderUsage() {
-  let live = 0, failed = 0, tin = 0, tout = 0, tools = 0, cost = 0;
-  for (const r of state.runs.values()) {
-    if (LIVE.has(r.status)) live++;
-    if (r.status === 'failed') failed++;
+  const runs = state.listed || [...state.runs.values()];
+  const n = { live: 0, completed: 0, failed: 0, cancelled: 0, interrupted: 0, timedout: 0, limit: 0 };
+  let tin = 0, tout = 0, tools = 0, cost = 0, estimated = false, noPrice = 0;
+  for (const r of runs) {
+    const k = COUNTED[statusLabel(r)];
+    if (k) n[k]++;
     const u = r.usage || {};
     tin += u.inputTokens || 0;
     tout += u.outputTokens || 0;
     tools += u.toolUses || 0;
     cost += u.totalCostUsd || 0;
+    if (u.costEstimated && u.totalCostUsd) estimated = true;
+    if (unpriced(u)) noPrice++;
   }
-  $('usage-runs').textContent = fmtInt(state.runs.size);
-  $('usage-live').textContent = fmtInt(live);
-  $('usage-failed').textContent = fmtInt(failed);
+  const filtered = filtering() && runs.length !== state.runs.size;
+  $('usage-runs').textContent = fmtInt(runs.length) + (filtered ? ' of ' + fmtInt(state.runs.size) : '');
+  $('usage').classList.toggle('filtered', filtered);
+  $('usage').setAttribute('aria-label', filtered ? 'usage of the runs the filter shows' : 'usage of the runs listed');
+  for (const [k, v] of Object.entries(n)) {
+    const dd = $('usage-' + k);
+    dd.textContent = fmtInt(v);
+    if (dd.parentElement.hasAttribute('data-optional')) dd.parentElement.hidden = v === 0;
+  }
   $('usage-in').textContent = fmtInt(tin);
   $('usage-out').textContent = fmtInt(tout);
   $('usage-tools').textContent = fmtInt(tools);
-  $('usage-cost').textContent = fmtCost(cost);
+  $('usage-cost').textContent = fmtCost(cost, estimated);
+  const np = $('usage-unpriced');
+  np.hidden = noPrice === 0;
+  np.textContent = noPrice ? '+ ' + plural(noPrice, 'run') + ' without a price' : '';
 }
 
 // tick refreshes the durations of live runs once a second.
@@ -409,7 +517,8 @@ function tick() {
   }
   const r = state.runs.get(state.selected);
   if (r && LIVE.has(r.status)) renderDetailHead();
-  for (const span of document.querySelectorAll('#pending .due')) tickDue(span);
+  for (const span of document.querySelectorAll('#pending .due, #inbox .due')) tickDue(span);
+  for (const span of document.querySelectorAll('#inbox .age')) tickAge(span);
 }
 
 // ---- the selected run ----------------------------------------------------
@@ -418,12 +527,14 @@ function selectRun(id) {
   if (!id) return;
   if (location.hash !== '#run=' + id) history.replaceState(null, '', '#run=' + id);
   closeCompare();
+  setCursor(id);
   if (state.selected === id && state.timeline) return;
   state.selected = id;
   for (const tr of document.querySelectorAll('#runs-body tr.run')) {
     tr.classList.toggle('selected', tr.dataset.runId === id);
   }
   $('detail').hidden = false;
+  layout();
   $('detail').dataset.runId = id;
   renderDetailHead();
   openTimeline(id);
@@ -463,6 +574,10 @@ function renderDetailHead() {
   st.className = 'status s-' + label;
   st.dataset.status = r.status;
   $('detail-prompt').textContent = inert(r.prompt);
+  const cost = costView(r);
+  const summary = [el('span', { text: fmtDuration(runDuration(r)) }), el('span', { text: toolSummary(r) }),
+    el('span', { class: cost.none ? 'unpriced' : undefined, title: cost.title || undefined, text: cost.text })];
+  $('detail-summary').replaceChildren(...summary.filter((e) => e.textContent).flatMap((e, i) => [i ? ' · ' : '', e]));
   $('detail-error').textContent = inert(r.error || '');
   cancel.hidden = !LIVE.has(r.status);
   $('steer').hidden = r.status !== 'running';
@@ -474,6 +589,7 @@ function renderDetailHead() {
 
   const u = r.usage || {};
   const facts = [
+    ['outcome', label],
     ['status', r.doneStatus ? r.status + ' (' + r.doneStatus + ')' : r.status],
     ['created', new Date(r.createdAt).toLocaleString('en-GB')],
     ['duration', fmtDuration(runDuration(r))],
@@ -481,9 +597,11 @@ function renderDetailHead() {
     ['cache read / write', u.cacheReadTokens !== undefined || u.cacheWriteTokens !== undefined
       ? fmtInt(u.cacheReadTokens) + ' / ' + fmtInt(u.cacheWriteTokens) : ''],
     ['reasoning tokens', u.reasoningTokens !== undefined ? fmtInt(u.reasoningTokens) : ''],
-    ['tool uses', fmtInt(u.toolUses)],
+    ['tool calls', fmtInt(u.toolUses) + (r.denied ? ', ' + fmtInt(r.denied) + ' denied' : '')],
+    ['permission requests', r.allowed || r.denied ? fmtInt(r.allowed) + ' allowed, ' + fmtInt(r.denied) + ' denied' : ''],
     ['turns', u.turns !== undefined ? fmtInt(u.turns) : ''],
-    ['cost', fmtCost(u.totalCostUsd, u.costEstimated)],
+    ['model', modelOf(r)],
+    ['cost', cost.text],
     ['events', fmtInt(r.lastSeq)],
     ['session', r.sessionId || ''],
     ['resume token', r.resumeToken || ''],
@@ -501,6 +619,18 @@ function renderDetailHead() {
       ...(kids.length > 1 ? [' (', compareLink(kids.map((c) => c.id), 'compare them'), ')'] : [])));
   }
   $('detail-links').replaceChildren(...links);
+}
+
+// toolSummary is "N tool calls, M denied": the run's tool calls
+// (usage.toolUses) and how many of its permission requests were denied.
+function toolSummary(r) {
+  return plural((r.usage || {}).toolUses || 0, 'tool call') + ', ' + fmtInt(r.denied || 0) + ' denied';
+}
+
+// layout gives the run list the whole width while no run or comparison is
+// open beside it.
+function layout() {
+  $('app').classList.toggle('solo', $('detail').hidden && $('compare').hidden);
 }
 
 function runLink(id) {
@@ -599,7 +729,9 @@ function render(tl, ev) {
   if (!tl.t0) tl.t0 = ev.timestamp;
   const p = ev.payload || {};
   const at = el('span', { class: 'at', text: '+' + fmtDuration(ev.timestamp - tl.t0) });
-  const item = (label, ...body) => el('li', { class: 'ev ev-' + ev.type.replace(/[^a-z_]/gi, '-'), 'data-seq': ev.seq, 'data-type': ev.type },
+  const internal = isInternal(ev.type);
+  const cls = 'ev ev-' + ev.type.replace(/[^a-z_]/gi, '-') + (internal ? ' ev-internal' : '');
+  const item = (label, ...body) => el('li', { class: cls, 'data-seq': ev.seq, 'data-type': ev.type },
     at, el('span', { class: 'label', text: label }), el('div', { class: 'body' }, ...body));
 
   if (ev.type === 'text_delta') {
@@ -618,6 +750,10 @@ function render(tl, ev) {
   let li;
   switch (ev.type) {
     case 'init':
+      if (p.model && state.models.get(tl.id) !== p.model) {
+        state.models.set(tl.id, p.model);
+        queueRender();
+      }
       li = item('started', (p.model ? 'model ' + p.model : '') + (p.cwd ? ' in ' + p.cwd : ''),
         p.tools && p.tools.length ? el('div', { class: 'muted', text: 'tools: ' + p.tools.join(', ') }) : null);
       break;
@@ -629,7 +765,7 @@ function render(tl, ev) {
       break;
     case 'tool_use': {
       li = item('tool', el('strong', { text: p.toolName }), p.description ? ' ' + quote(p.description) : '',
-        pre(JSON.stringify(p.input ?? {}, null, 2), 'input'));
+        editView(p.toolName, p.kind, p.input || {}) || pre(JSON.stringify(p.input ?? {}, null, 2), 'input'));
       tl.tools.set(p.toolUseId, p.toolName);
       break;
     }
@@ -641,9 +777,12 @@ function render(tl, ev) {
       break;
     case 'permission_request':
       li = item('asks', el('strong', { text: p.toolName }), ' ' + quote(p.description || p.reason || ''),
+        p.answeredBy ? el('span', { class: 'muted', text: ' (answered as asked, by ' + answerSource({ by: p.answeredBy }).trim() + ')' }) : null,
         pre(JSON.stringify(p.input ?? {}, null, 2), 'input'));
-      if (p.requestId) tl.requests.set(p.requestId, { req: p, answer: null });
+      // A request answered as it was asked (answeredBy) waits for nobody.
+      if (p.requestId && !p.answeredBy) tl.requests.set(p.requestId, { req: p, answer: null });
       renderPending();
+      queueInbox();
       break;
     case 'drover:permission_answer': {
       const verb = p.behavior === 'allow' ? (p.always ? 'allowed for the run' : 'allowed') : 'denied';
@@ -652,6 +791,7 @@ function render(tl, ev) {
       const r = tl.requests.get(p.requestId);
       if (r) r.answer = p;
       renderPending();
+      queueInbox();
       break;
     }
     case 'drover:steer':
@@ -672,10 +812,10 @@ function render(tl, ev) {
         p.result ? pre(p.result, 'text') : null);
       break;
     }
-    default: // an extension event: show its payload as JSON
-      li = item(ev.type, pre(JSON.stringify(ev.payload ?? null, null, 2), 'muted'));
+    default: // an extension event: its payload as JSON, on one line when internal
+      li = item(ev.type, pre(JSON.stringify(ev.payload ?? null, null, internal ? 0 : 2), 'muted'));
   }
-  tl.list.append(li);
+  const shownAs = internal ? appendInternal(tl, li) : tl.list.appendChild(li);
   if (ev.type === 'error' || ev.type === 'done') {
     const r = state.runs.get(tl.id);
     if (r) renderDetailHead();
@@ -684,7 +824,158 @@ function render(tl, ev) {
   // Follow the end of the timeline unless the reader scrolled up; only the
   // timeline scrolls, never the page.
   const box = tl.list;
-  if (box.scrollHeight - box.scrollTop - box.clientHeight < li.offsetHeight + 80) box.scrollTop = box.scrollHeight;
+  if (box.scrollHeight - box.scrollTop - box.clientHeight < shownAs.offsetHeight + 80) box.scrollTop = box.scrollHeight;
+}
+
+// appendInternal adds an internal event (a vendor's or drover's own
+// extension) to the group of internal events the timeline ends with, or to
+// a new one: a dimmed line "3 internal events: …" that opens on a click.
+// "show internal events" (#show-internal) opens them all. It returns the
+// group.
+function appendInternal(tl, li) {
+  let g = tl.list.lastElementChild;
+  if (!g || !g.classList.contains('ev-fold')) {
+    const summary = el('button', { type: 'button', class: 'fold-summary', 'aria-expanded': 'false', title: 'show or hide them' });
+    g = el('li', { class: 'ev-fold' }, el('span', { class: 'at', text: li.querySelector('.at').textContent }), summary,
+      el('ol', { class: 'fold-items' }));
+    summary.addEventListener('click', () => summary.setAttribute('aria-expanded', String(g.classList.toggle('open'))));
+    tl.list.append(g);
+  }
+  const items = g.querySelector('.fold-items');
+  items.append(li);
+  const types = [...new Set([...items.children].map((x) => x.dataset.type))];
+  g.querySelector('.fold-summary').textContent = inert(plural(items.children.length, 'internal event') + ': ' +
+    types.slice(0, 3).join(', ') + (types.length > 3 ? ', …' : ''));
+  return g;
+}
+
+// ---- edits and writes, as diffs ---------------------------------------------
+//
+// A tool call that edits, writes or patches a file is shown as the change
+// it makes, coloured as the change view colours a diff (diffRow): an edit's
+// old and new text, a write's content as lines added, a patch as it is.
+
+// The vendors' tools of each kind (adapter/<vendor>/tools.go), for a
+// tool_use without a kind.
+const EDIT_TOOLS = {
+  edit: ['Edit', 'MultiEdit', 'NotebookEdit', 'replace', 'edit', 'multiedit'],
+  write: ['Write', 'write_file', 'write'],
+  patch: ['apply_patch', 'patch'],
+};
+const EDIT_PAGE = 40; // lines of an edit shown before "show more"
+
+function editKind(tool, kind, input) {
+  if (['edit', 'write', 'patch'].includes(kind)) return kind;
+  for (const [k, names] of Object.entries(EDIT_TOOLS)) if (names.includes(tool)) return k;
+  if (typeof input.old_string === 'string' && typeof input.new_string === 'string') return 'edit';
+  return '';
+}
+
+// editView is a tool call's edit, write or patch as a diff block; null for
+// any other call, or one whose input says nothing of its change.
+function editView(tool, kind, input) {
+  const lines = editLines(editKind(tool, kind, input), input);
+  return lines && lines.length ? diffBlock(lines) : null;
+}
+
+function editLines(kind, input) {
+  const str = (...keys) => keys.map((k) => input[k]).find((v) => typeof v === 'string');
+  const path = str('file_path', 'filePath', 'path', 'notebook_path', 'absolute_path') || '';
+  const head = path ? [{ kind: 'file', text: path }] : [];
+  switch (kind) {
+    case 'edit': {
+      const edits = Array.isArray(input.edits) ? input.edits : [input];
+      const out = [...head];
+      edits.forEach((e, i) => {
+        if (!e || typeof e !== 'object') return;
+        const o = e.old_string ?? e.oldString ?? e.old_source ?? '';
+        const n = e.new_string ?? e.newString ?? e.new_source ?? '';
+        if (typeof o !== 'string' || typeof n !== 'string') return;
+        if (edits.length > 1) out.push({ kind: 'hunk', text: '@@ edit ' + (i + 1) + ' of ' + edits.length + ' @@' });
+        out.push(...lineDiff(o, n));
+      });
+      return out.length > head.length ? out : null;
+    }
+    case 'write': {
+      const content = str('content', 'text');
+      if (content === undefined) return null;
+      const src = content.split('\n');
+      if (src.length > 1 && src[src.length - 1] === '') src.pop();
+      return [...head, ...src.map((t, i) => ({ kind: 'add', text: '+' + t, n: i + 1 }))];
+    }
+    case 'patch': {
+      const patch = str('patch', 'input', 'patchText', 'diff');
+      if (patch) return patchLines(patch);
+      if (!Array.isArray(input.changes)) return null;
+      const out = [];
+      for (const c of input.changes) {
+        if (!c || typeof c.path !== 'string') continue;
+        const k = typeof c.kind === 'string' ? c.kind : (c.kind && c.kind.type) || '';
+        out.push({ kind: 'file', text: c.path + (k ? ' (' + k + ')' : '') });
+        if (typeof c.diff === 'string' && c.diff) out.push(...patchLines(c.diff));
+      }
+      return out.length ? out : null;
+    }
+  }
+  return null;
+}
+
+// lineDiff is old → new as lines removed and added, between the lines
+// both begin and end with (three of each kept as context).
+function lineDiff(o, n) {
+  const a = o === '' ? [] : o.split('\n'), b = n === '' ? [] : n.split('\n');
+  let top = 0;
+  while (top < a.length && top < b.length && a[top] === b[top]) top++;
+  let end = 0;
+  while (end < a.length - top && end < b.length - top && a[a.length - 1 - end] === b[b.length - 1 - end]) end++;
+  const ctx = (t) => ({ kind: 'ctx', text: ' ' + t });
+  return [
+    ...a.slice(Math.max(0, top - 3), top).map(ctx),
+    ...a.slice(top, a.length - end).map((t) => ({ kind: 'del', text: '-' + t })),
+    ...b.slice(top, b.length - end).map((t) => ({ kind: 'add', text: '+' + t })),
+    ...a.slice(a.length - end, a.length - end + 3).map(ctx),
+  ];
+}
+
+// patchLines is a patch's lines, coloured: a git diff as the change view
+// parses it, else (Codex's "*** Begin Patch" form) by each line's first
+// character.
+function patchLines(patch) {
+  if (/^diff --git /m.test(patch)) return parsePatch(patch);
+  const src = patch.split('\n');
+  if (src[src.length - 1] === '') src.pop();
+  return src.map((l) => ({
+    kind: l.startsWith('*** ') || l.startsWith('--- ') || l.startsWith('+++ ') ? 'file'
+      : l.startsWith('@@') ? 'hunk' : l.startsWith('+') ? 'add' : l.startsWith('-') ? 'del' : 'ctx',
+    text: l,
+  }));
+}
+
+// diffBlock shows diff lines (diffRow), the first EDIT_PAGE of them and
+// a button for the rest, in pages.
+function diffBlock(lines) {
+  const numbered = lines.some((l) => l.o !== undefined || l.n !== undefined);
+  const box = el('div', { class: 'diff-block' + (numbered ? '' : ' plain'), role: 'region', 'aria-label': 'the change' });
+  const rows = el('div', { class: 'rows' });
+  const more = el('button', { type: 'button', class: 'secondary more' });
+  let shownN = 0;
+  const show = (n) => {
+    const end = Math.min(lines.length, shownN + n);
+    const frag = document.createDocumentFragment();
+    for (let i = shownN; i < end; i++) frag.append(diffRow(lines[i], i));
+    rows.append(frag);
+    shownN = end;
+    more.hidden = end >= lines.length;
+    more.textContent = 'Show ' + plural(lines.length - end, 'more line');
+  };
+  more.addEventListener('click', () => show(DIFF_PAGE));
+  box.append(rows, more);
+  let first = 0; // the rows up to the EDIT_PAGE-th line of content, headers not counted
+  for (let content = 0; first < lines.length && content < EDIT_PAGE; first++) {
+    if (['add', 'del', 'ctx'].includes(lines[first].kind)) content++;
+  }
+  show(first);
+  return box;
 }
 
 // answerSource says who answered a permission request.
@@ -725,8 +1016,7 @@ function requestItem(runId, req) {
     for (const b of li.querySelectorAll('button')) b.disabled = true;
     err.textContent = '';
     try {
-      await api('POST', '/v1/runs/' + encodeURIComponent(runId) + '/respond',
-        { requestId: req.requestId, behavior, always, message: msg.value.trim(), by: 'dashboard' });
+      await respond(runId, req.requestId, behavior, msg.value.trim(), always);
       button.textContent += ' ✓';
     } catch (e) {
       err.textContent = e.code === 'CONFLICT' ? 'already answered' : e.message;
@@ -740,7 +1030,7 @@ function requestItem(runId, req) {
   const deny = el('button', { type: 'button', class: 'deny', text: 'Deny', onclick: () => answer('deny', false, deny) });
   const li = el('li', { class: 'request', 'data-request-id': req.requestId },
     el('div', {}, el('span', { class: 'what', text: req.toolName + ': ' + quote(req.description || '') }), due),
-    callView(req.toolName, req.input || {}),
+    callView(req.toolName, req.input || {}, req.kind),
     el('div', { class: 'actions' }, allow, always, deny, msg), err);
   tickDue(due);
   return li;
@@ -749,15 +1039,14 @@ function requestItem(runId, req) {
 // callView shows what a call would do: the command of a shell call
 // (exactly, see quote), a diff of an edit, the content of a write, else
 // the input as JSON.
-function callView(tool, input) {
+function callView(tool, input, kind) {
   const str = (...keys) => keys.map((k) => input[k]).find((v) => typeof v === 'string' && v !== '');
   const cmd = str('command', 'cmd');
   if (cmd) return el('pre', { class: 'command', text: '$ ' + quote(cmd) });
+  const edit = editView(tool, kind, input);
+  if (edit) return edit;
   const lines = (prefix, text, cls) => String(text).split('\n').map((l) => el('span', { class: cls, text: prefix + l + '\n' }));
   const path = str('file_path', 'path', 'filePath');
-  if (input.old_string !== undefined || input.new_string !== undefined) {
-    return el('pre', { class: 'diff' }, (path || '') + '\n', ...lines('- ', input.old_string ?? '', 'del'), ...lines('+ ', input.new_string ?? '', 'add'));
-  }
   if (typeof input.content === 'string') {
     return el('pre', { class: 'diff' }, (path || '') + '\n', ...lines('+ ', input.content, 'add'));
   }
@@ -772,9 +1061,131 @@ function callView(tool, input) {
 // tickDue shows how long a request has before it is denied.
 function tickDue(span) {
   const d = Number(span.dataset.deadline);
-  if (!d) return;
-  const left = Math.max(0, Math.round((d - Date.now()) / 1000));
-  span.textContent = 'denied in ' + (left >= 60 ? Math.floor(left / 60) + ' min ' : '') + (left % 60) + ' s without an answer';
+  if (!d) {
+    if (span.dataset.deadline === '0') span.textContent = 'no deadline';
+    return;
+  }
+  const left = d - Date.now();
+  span.classList.toggle('soon', left < 60000);
+  span.textContent = 'denied in ' + fmtSeconds(left) + ' without an answer';
+}
+
+// tickAge shows how long ago a request was asked.
+function tickAge(span) {
+  const at = Date.parse(span.dataset.asked || '');
+  span.textContent = Number.isNaN(at) ? '' : 'asked ' + fmtSeconds(Date.now() - at) + ' ago';
+}
+
+// ---- the inbox: every request waiting for an answer ------------------------
+//
+// GET /v1/requests lists the permission requests of every run that wait for
+// an answer, oldest first. It is read when the page opens, every few
+// seconds, and soon after a run's stream shows a request or an answer. A
+// server without it (404) leaves the panel hidden, and is not asked again.
+
+const INBOX_POLL = 3000;
+
+// queueInbox reads the inbox soon: events come in bursts.
+function queueInbox() {
+  const ib = state.inbox;
+  if (ib.missing || ib.timer) return;
+  ib.timer = setTimeout(() => {
+    ib.timer = 0;
+    refreshInbox();
+  }, 150);
+}
+
+async function refreshInbox() {
+  const ib = state.inbox;
+  if (ib.missing || $('app').hidden) return;
+  if (ib.loading) {
+    ib.again = true;
+    return;
+  }
+  ib.loading = true;
+  try {
+    const { data } = await api('GET', '/v1/requests');
+    ib.items = (data && Array.isArray(data.requests)) ? data.requests.filter((x) => x && x.runId && x.request && x.request.requestId) : [];
+    renderInbox();
+  } catch (err) {
+    if (err.status === 404) {
+      ib.missing = true;
+      ib.items = [];
+      renderInbox();
+    } // else: keep what is shown until the next read
+  } finally {
+    ib.loading = false;
+    if (ib.again) {
+      ib.again = false;
+      queueInbox();
+    }
+  }
+}
+
+// renderInbox shows the requests waiting, keeping the items already shown
+// (and what was typed in them), with their count in the page's title and
+// the header's badge.
+function renderInbox() {
+  const items = state.inbox.items;
+  const n = items.length;
+  $('inbox').hidden = n === 0;
+  $('inbox-count').textContent = n ? String(n) : '';
+  const badge = $('inbox-badge');
+  badge.hidden = n === 0;
+  badge.textContent = n === 1 ? '1 request waiting' : n + ' requests waiting';
+  document.title = (n ? '(' + n + ') ' : '') + 'drover';
+  const list = $('inbox-list');
+  const key = (x) => x.runId + '\u0000' + x.request.requestId;
+  const have = new Map([...list.children].map((li) => [li.dataset.key, li]));
+  const want = items.map((x) => have.get(key(x)) || inboxItem(x, key(x)));
+  for (const li of have.values()) if (!want.includes(li)) li.remove();
+  want.forEach((li, i) => {
+    if (list.children[i] !== li) list.insertBefore(li, list.children[i] || null);
+  });
+}
+
+// inboxItem is one request waiting: the agent, the run (a link), the tool
+// and what the call would do, how long ago it was asked and how long it has
+// left, and Allow / Deny (with a message the model sees).
+function inboxItem(x, key) {
+  const req = x.request;
+  const msg = el('input', { placeholder: 'message to the model (optional)', 'aria-label': 'message to the model' });
+  const err = el('p', { class: 'error', role: 'alert' });
+  const answer = async (behavior, button) => {
+    for (const b of li.querySelectorAll('button')) b.disabled = true;
+    err.textContent = '';
+    try {
+      await respond(x.runId, req.requestId, behavior, msg.value.trim());
+      button.textContent += ' ✓';
+      li.classList.add('answered');
+    } catch (e) {
+      err.textContent = e.code === 'CONFLICT' ? 'already answered' : e.message;
+      for (const b of li.querySelectorAll('button')) b.disabled = false;
+    }
+    queueInbox();
+  };
+  const age = el('span', { class: 'age', 'data-asked': x.askedAt || '' });
+  const due = el('span', { class: 'due', 'data-deadline': String(req.deadline || 0) });
+  const allow = el('button', { type: 'button', class: 'allow', text: 'Allow', onclick: () => answer('allow', allow) });
+  const deny = el('button', { type: 'button', class: 'deny', text: 'Deny', onclick: () => answer('deny', deny) });
+  const li = el('li', { class: 'inbox-item', 'data-key': key, 'data-run-id': x.runId, 'data-request-id': req.requestId },
+    el('div', { class: 'head' },
+      el('span', { class: 'agent', text: x.agent || '' }), ' ', runLink(x.runId), ' ',
+      el('strong', { class: 'tool', text: req.toolName || '' }), ' ',
+      el('span', { class: 'what', text: quote(req.description || req.reason || '') })),
+    el('div', { class: 'meta' }, age, due,
+      x.prompt ? el('span', { class: 'prompt', title: inert(x.prompt), text: firstLine(x.prompt) }) : null),
+    el('details', {}, el('summary', { text: 'what it would do' }), callView(req.toolName, req.input || {}, req.kind)),
+    el('div', { class: 'actions' }, allow, deny, msg), err);
+  tickAge(age);
+  tickDue(due);
+  return li;
+}
+
+// respond answers a run's permission request, as the dashboard.
+function respond(runId, requestId, behavior, message, always) {
+  return api('POST', '/v1/runs/' + encodeURIComponent(runId) + '/respond',
+    { requestId, behavior, always: !!always, message: message || '', by: 'dashboard' });
 }
 
 // ---- a run's change (WS-2, WS-3) -----------------------------------------
@@ -1336,6 +1747,7 @@ function openCompare(ids) {
   for (const tr of document.querySelectorAll('#runs-body tr.run.selected')) tr.classList.remove('selected');
   $('detail').hidden = true;
   $('compare').hidden = false;
+  layout();
   state.compare = ids;
   $('compare-table').replaceChildren();
   loadCompare();
@@ -1346,6 +1758,7 @@ function closeCompare() {
   state.compare = null;
   state.compareSeq++;
   $('compare').hidden = true;
+  layout();
 }
 
 async function loadCompare() {
@@ -1433,6 +1846,33 @@ async function interruptSelected() {
   }
 }
 
+// loadAgents fills the new-run form's agent picker from GET /v1/agents:
+// each agent with its version; one that is not installed is disabled, with
+// the reason. On an error the picker keeps the built-in names.
+async function loadAgents() {
+  let agents;
+  try {
+    const { data } = await api('GET', '/v1/agents');
+    agents = data && data.agents;
+  } catch {
+    return;
+  }
+  if (!Array.isArray(agents) || agents.length === 0) return;
+  const sel = $('new-agent');
+  const was = sel.value;
+  sel.replaceChildren(...agents.map((a) => {
+    const version = a.version ? ' ' + a.version + (a.tested === false ? ' (untested)' : '') : '';
+    const why = a.error || 'not installed';
+    return el('option', {
+      value: a.id, disabled: !a.installed, 'data-version': a.version || '',
+      text: a.id + (a.installed ? version : ' — ' + why),
+      title: a.installed ? [a.path, a.testedVersions ? 'tested with ' + a.testedVersions : '', a.error].filter(Boolean).join('; ') : why,
+    });
+  }));
+  const usable = agents.filter((a) => a.installed).map((a) => a.id);
+  sel.value = usable.includes(was) ? was : (usable[0] || '');
+}
+
 async function startRun(e) {
   e.preventDefault();
   const agent = $('new-agent').value.trim();
@@ -1458,6 +1898,117 @@ async function startRun(e) {
   }
 }
 
+// ---- keys ------------------------------------------------------------------
+//
+// j / k move the keyboard's cursor in the run list, Enter opens the run it
+// is on, a / d allow or deny that run's oldest permission request, / goes
+// to the filter, ? shows the keys. Keys typed in a field are the field's.
+
+function setCursor(id) {
+  state.cursor = id;
+  for (const tr of document.querySelectorAll('#runs-body tr.run')) tr.classList.toggle('cursor', tr.dataset.runId === id);
+}
+
+function moveCursor(step) {
+  const rows = [...document.querySelectorAll('#runs-body tr.run')];
+  if (rows.length === 0) return;
+  const at = rows.findIndex((tr) => tr.dataset.runId === (state.cursor || state.selected));
+  const next = at < 0 ? (step > 0 ? 0 : rows.length - 1) : Math.min(rows.length - 1, Math.max(0, at + step));
+  const tr = rows[next];
+  setCursor(tr.dataset.runId);
+  tr.focus({ preventScroll: true });
+  tr.scrollIntoView({ block: 'nearest' });
+}
+
+// oldestRequest is the oldest request of run id that waits for an answer:
+// from the inbox, else the run's open timeline, else the run's record.
+async function oldestRequest(id) {
+  const inbox = state.inbox.items.find((x) => x.runId === id);
+  if (inbox) return inbox.request;
+  const tl = state.timeline;
+  if (tl && tl.id === id && !tl.done) {
+    const open = [...tl.requests.values()].find((r) => !r.answer);
+    if (open) return open.req;
+  }
+  const { data } = await api('GET', '/v1/runs/' + encodeURIComponent(id));
+  return (data && data.pending && data.pending[0]) || null;
+}
+
+// answerByKey allows or denies the cursor's run's oldest request; what
+// happened is said in the header.
+async function answerByKey(behavior) {
+  const id = state.cursor || state.selected;
+  if (!id) {
+    keyStatus('Pick a run first (j / k).');
+    return;
+  }
+  try {
+    const req = await oldestRequest(id);
+    if (!req) {
+      keyStatus('Nothing of ' + id + ' waits for an answer.');
+      return;
+    }
+    await respond(id, req.requestId, behavior, '');
+    keyStatus((behavior === 'allow' ? 'Allowed ' : 'Denied ') + (req.toolName || 'the call') + ' of ' + id + '.');
+  } catch (err) {
+    keyStatus(err.code === 'CONFLICT' ? 'Already answered.' : 'Could not answer: ' + err.message, true);
+  }
+  queueInbox();
+}
+
+function keyStatus(text, bad) {
+  const s = $('key-status');
+  s.textContent = inert(text);
+  s.classList.toggle('bad', !!bad);
+  clearTimeout(state.keyStatusTimer);
+  state.keyStatusTimer = setTimeout(() => { s.textContent = ''; }, 6000);
+}
+
+function toggleKeys(show) {
+  const k = $('keys');
+  k.hidden = show === undefined ? !k.hidden : !show;
+}
+
+function onKey(e) {
+  if (e.defaultPrevented || e.ctrlKey || e.metaKey || e.altKey || $('app').hidden) return;
+  const t = e.target;
+  if (t && (t.isContentEditable || ['INPUT', 'TEXTAREA', 'SELECT'].includes(t.tagName))) {
+    if (e.key === 'Escape' && t === $('filter-text')) t.blur();
+    return;
+  }
+  switch (e.key) {
+    case 'j': moveCursor(1); break;
+    case 'k': moveCursor(-1); break;
+    case 'Enter':
+      // On a row, the row's own handler opens it; on a button or a link,
+      // Enter is theirs.
+      if (t !== document.body && t !== document.documentElement) return;
+      if (!state.cursor) return;
+      selectRun(state.cursor);
+      break;
+    case 'a': answerByKey('allow'); break;
+    case 'd': answerByKey('deny'); break;
+    case '/':
+      $('filter-text').focus();
+      state.swallowSlash = true; // see onKeypress
+      break;
+    case '?': toggleKeys(); break;
+    case 'Escape':
+      if ($('keys').hidden) return;
+      toggleKeys(false);
+      break;
+    default: return;
+  }
+  e.preventDefault();
+}
+
+// onKeypress drops the "/" that focused the filter, for input stacks that
+// send its character apart from the key (a prevented keydown sends none).
+function onKeypress(e) {
+  if (state.swallowSlash && e.key === '/') e.preventDefault();
+  state.swallowSlash = false;
+}
+
 // ---- start ---------------------------------------------------------------
 
 async function boot() {
@@ -1481,8 +2032,12 @@ async function boot() {
   }
   $('login').hidden = true;
   $('app').hidden = false;
+  // The picker is filled before the list goes live, so that it is ready
+  // when the page is.
+  await loadAgents();
   startWatch();
   route();
+  refreshInbox();
 }
 
 // route opens what the address names: #run=ID or #compare=ID,ID,….
@@ -1505,6 +2060,12 @@ document.addEventListener('DOMContentLoaded', () => {
   $('new-run').addEventListener('submit', startRun);
   $('filter-text').addEventListener('input', queueRender);
   $('filter-status').addEventListener('change', queueRender);
+  $('show-internal').addEventListener('change', () => $('timeline').classList.toggle('show-internal', $('show-internal').checked));
+  $('keys-open').addEventListener('click', () => toggleKeys());
+  $('keys-close').addEventListener('click', () => toggleKeys(false));
+  document.addEventListener('keydown', onKey);
+  document.addEventListener('keypress', onKeypress, true);
+  document.addEventListener('keyup', () => { state.swallowSlash = false; });
   $('cancel').addEventListener('click', cancelSelected);
   $('interrupt').addEventListener('click', interruptSelected);
   $('steer').addEventListener('submit', steerSelected);
@@ -1527,5 +2088,6 @@ document.addEventListener('DOMContentLoaded', () => {
     else route();
   });
   setInterval(tick, 1000);
+  setInterval(() => { if (!state.inbox.missing) refreshInbox(); }, INBOX_POLL);
   boot();
 });
