@@ -108,6 +108,9 @@ func (l *Local) request(p RunParams) (runs.StartRequest, error) {
 	if p.Agent == "" {
 		return runs.StartRequest{}, Errorf(CodeValidation, "agent is required")
 	}
+	if strings.TrimSpace(p.Prompt) == "" {
+		return runs.StartRequest{}, Errorf(CodeValidation, "prompt is required: an empty prompt gives the agent nothing to do")
+	}
 	var opts drover.Options
 	if p.Options != nil {
 		opts = *p.Options

@@ -228,6 +228,9 @@ func (f *fixture) fail(t testing.TB, method, path, body string, status int, code
 func (f *fixture) start(t testing.TB, agent, prompt string) string {
 	t.Helper()
 	var res runs.Started
+	if prompt == "" {
+		prompt = "go" // a run needs a prompt (CON-1)
+	}
 	body := fmt.Sprintf(`{"agent":%q,"prompt":%q}`, agent, prompt)
 	if code := f.do(t, "POST", "/v1/runs", body, &res); code != http.StatusCreated || res.RunID == "" {
 		t.Fatalf("start %s: %d %+v", agent, code, res)

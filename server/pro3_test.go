@@ -86,6 +86,8 @@ func TestPRO3_Errors(t *testing.T) {
 		{"POST", "/v1/runs", `{"agent":"quick","bogus":1}`, 400, api.CodeInvalidRequest},
 		{"POST", "/v1/runs", `{"agent":"quick"} {}`, 400, api.CodeInvalidRequest},
 		{"POST", "/v1/runs", `{"prompt":"hi"}`, 400, api.CodeValidation},
+		{"POST", "/v1/runs", `{"agent":"quick","prompt":""}`, 400, api.CodeValidation},    // CON-1: as the CLI refuses it
+		{"POST", "/v1/runs", `{"agent":"quick","prompt":" \n"}`, 400, api.CodeValidation}, // CON-1
 		{"POST", "/v1/runs", `{"agent":"nosuch","prompt":"hi"}`, 400, api.CodeValidation},
 		{"POST", "/v1/runs", `{"agent":"quick","options":{"timeout":"soon"}}`, 400, api.CodeInvalidRequest},
 		{"POST", "/v1/runs", `{"agent":"quick","prompt":"hi","session":"ses_1"}`, 400, api.CodeInvalidRequest},

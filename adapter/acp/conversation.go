@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"reflect"
 	"slices"
 	"strings"
@@ -140,6 +141,13 @@ type Conversation struct {
 	asks     map[string]*ask // open permission requests by request id
 	asked    map[string]int  // questions asked per call id
 	queued   []drover.Event  // to go before the next line's events
+
+	// cost is the session's cumulative cost as the last usage_update
+	// reported it; costBefore what it was when the prompt was sent (a
+	// continued session's cost so far); costSeen says a usage_update
+	// reported it after the prompt was sent.
+	cost, costBefore *sessionCost
+	costSeen         bool
 
 	stop           *promptResult
 	failed         *jsonrpc.Error // session/prompt failed
@@ -686,6 +694,7 @@ func sessionModel(models *acpsdk.SessionModelState, config []acpsdk.SessionConfi
 // interrupt came first.
 func (c *Conversation) prompt() {
 	c.prompted, c.prompting = true, true
+	c.costBefore = c.cost
 	c.out = append(c.out, c.request(acpsdk.AgentMethodSessionPrompt, acpsdk.PromptRequest{
 		SessionId: acpsdk.SessionId(c.sessionID), Prompt: []acpsdk.ContentBlock{acpsdk.TextBlock(c.sess.Prompt)}})...)
 	if c.interrupt {
@@ -740,6 +749,9 @@ func (c *Conversation) notify(m jsonrpc.Message, raw []byte) []drover.Event {
 	if runner.Unmarshal(m.Params, &p) != nil || runner.Unmarshal(p.Update, &head) != nil || head.Kind == "" {
 		return []drover.Event{c.Extension("session_update", raw)}
 	}
+	if head.Kind == "usage_update" {
+		c.usageUpdate(p.Update) // also while session/load replays: the cost so far
+	}
 	if c.loading {
 		return nil // session/load replays the history: not this run's events
 	}
@@ -771,9 +783,67 @@ func (c *Conversation) notify(m jsonrpc.Message, raw []byte) []drover.Event {
 			return append(evs, c.toolUpdate(u, head.Kind == "tool_call", p.Update)...)
 		}
 	}
-	// plan, available commands, modes, config options, usage, the user's
-	// message echoed, content that is not text, and what ACP adds later.
+	// plan, available commands, modes, config options, usage (whose cost
+	// is also kept for done), the user's message echoed, content that is
+	// not text, and what ACP adds later.
 	return []drover.Event{c.Extension(head.Kind, p.Update)}
+}
+
+// sessionCost is the cost of a usage_update (ACP's SessionUsageUpdate,
+// unstable in acp-go-sdk v0.13.0: {used, size, cost?: {amount, currency}}):
+// the session's cumulative cost.
+type sessionCost struct {
+	Amount   *float64 `json:"amount"`
+	Currency string   `json:"currency"`
+}
+
+// usd reports the amount when the cost is in US dollars.
+func (s *sessionCost) usd() (float64, bool) {
+	if s == nil || !strings.EqualFold(s.Currency, "USD") {
+		return 0, false
+	}
+	return *s.Amount, true
+}
+
+// usageUpdate keeps the cost a usage_update reports. An update without a
+// cost, or with an amount that is missing, negative or not finite, leaves
+// the last one.
+func (c *Conversation) usageUpdate(update json.RawMessage) {
+	var u struct {
+		Cost *sessionCost `json:"cost"`
+	}
+	if runner.Unmarshal(update, &u) != nil || u.Cost == nil || u.Cost.Amount == nil ||
+		*u.Cost.Amount < 0 || math.IsNaN(*u.Cost.Amount) || math.IsInf(*u.Cost.Amount, 0) {
+		return
+	}
+	c.cost = u.Cost
+	if c.prompted {
+		c.costSeen = true
+	}
+}
+
+// runCost is the run's own cost as the agent reported it: the last
+// cumulative session cost reported after the prompt was sent, less the
+// session's cost before it (a resumed session's, reported while it was
+// loaded or before the prompt; 0 when none was). A cost lower than that
+// is a session that started over: it is taken as it is. ok is false when
+// the agent reported no cost after the prompt, or not in US dollars.
+// session is the session's cumulative cost.
+func (c *Conversation) runCost() (own, session float64, ok bool) {
+	if !c.costSeen {
+		return 0, 0, false
+	}
+	session, ok = c.cost.usd()
+	if !ok {
+		return 0, 0, false
+	}
+	own = session
+	if before, ok := c.costBefore.usd(); ok && before > 0 && before <= session {
+		// Rounded to a billionth of a cent: 0.05 - 0.03 is 0.02, not
+		// 0.020000000000000004.
+		own = math.Round((session-before)*1e11) / 1e11
+	}
+	return own, session, true
 }
 
 // textChunk reads the text of a message or thought chunk whose content is
@@ -872,6 +942,15 @@ func (c *Conversation) Finish(exit runner.Exit) ([]drover.Event, bool) {
 		done.Status, done.Result = c.doneStatus(&evs)
 		meta = setMeta(meta, "stopReason", string(c.stop.StopReason))
 		done.Usage = c.usage()
+	}
+	if own, session, ok := c.runCost(); ok {
+		done.Usage.TotalCostUSD, done.Usage.CostEstimated = &own, false
+		if c.sess.Resume != "" && session > 0 {
+			// The session was continued: its running total too, by which
+			// a failover chain that has already counted part of it counts
+			// only this run's share (drover.MetaSessionCostUSD).
+			meta = setMeta(meta, drover.MetaSessionCostUSD, session)
+		}
 	}
 	done.Usage.ToolUses = c.toolUses
 	ev := c.Event(drover.TypeDone, done)

@@ -111,9 +111,9 @@ func wantStats(t *testing.T, n *Notifier, want ...TargetStats) {
 	}
 }
 
-// TestNTF1_DeliversEachKindAsJSON: each kind of notice arrives as the
+// TestCON3_DeliversEachKindAsJSON: each kind of notice arrives as the
 // exact JSON body, with its content type and user agent.
-func TestNTF1_DeliversEachKindAsJSON(t *testing.T) {
+func TestCON3_DeliversEachKindAsJSON(t *testing.T) {
 	url, hits := receiver(t, ok)
 	n := newNotifier(t, Config{Targets: []string{url}})
 	cost := 1.25
@@ -145,8 +145,8 @@ func TestNTF1_DeliversEachKindAsJSON(t *testing.T) {
 	wantStats(t, n, TargetStats{Delivered: 3})
 }
 
-// TestNTF1_FillsTimeAndText: a notice without a time or text gets both.
-func TestNTF1_FillsTimeAndText(t *testing.T) {
+// TestCON3_FillsTimeAndText: a notice without a time or text gets both.
+func TestCON3_FillsTimeAndText(t *testing.T) {
 	url, hits := receiver(t, ok)
 	n := newNotifier(t, Config{Targets: []string{url}})
 	before := time.Now()
@@ -161,9 +161,9 @@ func TestNTF1_FillsTimeAndText(t *testing.T) {
 	}
 }
 
-// TestNTF1_RetriesServerErrorThenDelivers: a 500 and a 503 are retried
+// TestCON3_RetriesServerErrorThenDelivers: a 500 and a 503 are retried
 // with the same body until a 2xx.
-func TestNTF1_RetriesServerErrorThenDelivers(t *testing.T) {
+func TestCON3_RetriesServerErrorThenDelivers(t *testing.T) {
 	url, hits := receiver(t, func(w http.ResponseWriter, _ *http.Request, n int) {
 		if n <= 2 {
 			w.WriteHeader(499 + n)
@@ -179,9 +179,9 @@ func TestNTF1_RetriesServerErrorThenDelivers(t *testing.T) {
 	wantStats(t, n, TargetStats{Delivered: 1})
 }
 
-// TestNTF1_GivesUpAfterMaxAttempts: a receiver that keeps failing gets
+// TestCON3_GivesUpAfterMaxAttempts: a receiver that keeps failing gets
 // MaxAttempts requests, then the notice counts as failed.
-func TestNTF1_GivesUpAfterMaxAttempts(t *testing.T) {
+func TestCON3_GivesUpAfterMaxAttempts(t *testing.T) {
 	url, hits := receiver(t, func(w http.ResponseWriter, _ *http.Request, _ int) { w.WriteHeader(http.StatusBadGateway) })
 	n := newNotifier(t, Config{Targets: []string{url}, MaxAttempts: 3})
 	n.Send(Notice{Kind: KindRunEnded, Text: "done"})
@@ -192,9 +192,9 @@ func TestNTF1_GivesUpAfterMaxAttempts(t *testing.T) {
 	wantStats(t, n, TargetStats{Failed: 1})
 }
 
-// TestNTF1_HonoursRetryAfter: a 429's Retry-After sets the wait before
+// TestCON3_HonoursRetryAfter: a 429's Retry-After sets the wait before
 // the retry (capped), instead of the backoff.
-func TestNTF1_HonoursRetryAfter(t *testing.T) {
+func TestCON3_HonoursRetryAfter(t *testing.T) {
 	url, hits := receiver(t, func(w http.ResponseWriter, _ *http.Request, n int) {
 		if n == 1 {
 			w.Header().Set("Retry-After", "3600")
@@ -225,8 +225,8 @@ func TestNTF1_HonoursRetryAfter(t *testing.T) {
 	}
 }
 
-// TestNTF1_ClientErrorNotRetried: a 400 is given up at once.
-func TestNTF1_ClientErrorNotRetried(t *testing.T) {
+// TestCON3_ClientErrorNotRetried: a 400 is given up at once.
+func TestCON3_ClientErrorNotRetried(t *testing.T) {
 	url, hits := receiver(t, func(w http.ResponseWriter, _ *http.Request, _ int) { w.WriteHeader(http.StatusBadRequest) })
 	n := newNotifier(t, Config{Targets: []string{url}})
 	n.Send(Notice{Kind: KindRunEnded, Text: "done"})
@@ -237,9 +237,9 @@ func TestNTF1_ClientErrorNotRetried(t *testing.T) {
 	wantStats(t, n, TargetStats{Failed: 1})
 }
 
-// TestNTF1_RedirectNotFollowed: a webhook that redirects elsewhere is
+// TestCON3_RedirectNotFollowed: a webhook that redirects elsewhere is
 // given up on; the other host never hears of the notice.
-func TestNTF1_RedirectNotFollowed(t *testing.T) {
+func TestCON3_RedirectNotFollowed(t *testing.T) {
 	other, otherHits := receiver(t, ok)
 	url, hits := receiver(t, func(w http.ResponseWriter, r *http.Request, _ int) {
 		http.Redirect(w, r, other+"/steal", http.StatusTemporaryRedirect)
@@ -287,9 +287,9 @@ func runIDs(t *testing.T, hs []hit) []string {
 	return ids
 }
 
-// TestNTF1_SendNeverBlocks: while the receiver hangs, Send returns 1000
+// TestCON3_SendNeverBlocks: while the receiver hangs, Send returns 1000
 // times; the full queue drops its oldest notices and counts them.
-func TestNTF1_SendNeverBlocks(t *testing.T) {
+func TestCON3_SendNeverBlocks(t *testing.T) {
 	url, hits, release := hanging(t)
 	t.Cleanup(release) // before the server's Close, which waits for handlers
 	const size = 8
@@ -321,10 +321,10 @@ func TestNTF1_SendNeverBlocks(t *testing.T) {
 	wantStats(t, n, TargetStats{Delivered: 1 + size, Dropped: 1000 - size})
 }
 
-// TestNTF1_CloseGivesUpWhenContextEnds: Close with work pending and an
+// TestCON3_CloseGivesUpWhenContextEnds: Close with work pending and an
 // ended ctx aborts the request under way, counts the rest as failed,
 // returns the ctx's error, and leaves no goroutine behind.
-func TestNTF1_CloseGivesUpWhenContextEnds(t *testing.T) {
+func TestCON3_CloseGivesUpWhenContextEnds(t *testing.T) {
 	t.Cleanup(func() { goleak.VerifyNone(t) }) // last, once the receiver is closed too
 	url, hits, release := hanging(t)
 	t.Cleanup(release)
@@ -357,9 +357,9 @@ func TestNTF1_CloseGivesUpWhenContextEnds(t *testing.T) {
 	}
 }
 
-// TestNTF1_RedactsEveryStringField: Redact sees every string field, so a
+// TestCON3_RedactsEveryStringField: Redact sees every string field, so a
 // secret anywhere in a notice never reaches the receiver.
-func TestNTF1_RedactsEveryStringField(t *testing.T) {
+func TestCON3_RedactsEveryStringField(t *testing.T) {
 	url, hits := receiver(t, ok)
 	n := newNotifier(t, Config{Targets: []string{url}, Redact: func(s string) string {
 		return strings.ReplaceAll(s, "sk-ant-SECRET", "[REDACTED]")
@@ -382,9 +382,9 @@ func TestNTF1_RedactsEveryStringField(t *testing.T) {
 	}
 }
 
-// TestNTF1_LogsNoURLSecrets: the logs name a webhook by scheme://host,
+// TestCON3_LogsNoURLSecrets: the logs name a webhook by scheme://host,
 // never its userinfo, path or query, whatever goes wrong.
-func TestNTF1_LogsNoURLSecrets(t *testing.T) {
+func TestCON3_LogsNoURLSecrets(t *testing.T) {
 	failing, _ := receiver(t, func(w http.ResponseWriter, _ *http.Request, _ int) { w.WriteHeader(http.StatusInternalServerError) })
 	refusing, _ := receiver(t, func(w http.ResponseWriter, _ *http.Request, _ int) { w.WriteHeader(http.StatusForbidden) })
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -458,10 +458,10 @@ func hostile(dir string) string {
 	return "it's \"done\" $(touch " + dir + "/pwned) `touch " + dir + "/pwned` \\ back\\slash\nsecond line; exit 3"
 }
 
-// TestNTF1_DesktopNotifySend: notify-send gets the app name, a title and
+// TestCON3_DesktopNotifySend: notify-send gets the app name, a title and
 // the text verbatim as one argument, with no shell in between; a text
 // starting with "-" is not taken for an option.
-func TestNTF1_DesktopNotifySend(t *testing.T) {
+func TestCON3_DesktopNotifySend(t *testing.T) {
 	argsFile := fakeNotifier(t, "notify-send", 0)
 	dir := filepath.Dir(argsFile)
 	n := newNotifier(t, Config{Targets: []string{"desktop"}})
@@ -481,10 +481,10 @@ func TestNTF1_DesktopNotifySend(t *testing.T) {
 	wantStats(t, n, TargetStats{Delivered: 2})
 }
 
-// TestNTF1_DesktopOsascript: without notify-send, osascript runs a fixed
+// TestCON3_DesktopOsascript: without notify-send, osascript runs a fixed
 // script that reads the title and text from its arguments, so they need
 // no AppleScript quoting and cannot break out of a string literal.
-func TestNTF1_DesktopOsascript(t *testing.T) {
+func TestCON3_DesktopOsascript(t *testing.T) {
 	argsFile := fakeNotifier(t, "osascript", 0)
 	text := hostile(filepath.Dir(argsFile)) + ` " & (do shell script "id") & "`
 	n := newNotifier(t, Config{Targets: []string{"desktop"}})
@@ -498,9 +498,9 @@ func TestNTF1_DesktopOsascript(t *testing.T) {
 	wantStats(t, n, TargetStats{Delivered: 1})
 }
 
-// TestNTF1_DesktopOneAttempt: a failing desktop notifier is run once and
+// TestCON3_DesktopOneAttempt: a failing desktop notifier is run once and
 // the notice counts as failed.
-func TestNTF1_DesktopOneAttempt(t *testing.T) {
+func TestCON3_DesktopOneAttempt(t *testing.T) {
 	argsFile := fakeNotifier(t, "notify-send", 1)
 	n := newNotifier(t, Config{Targets: []string{"desktop"}})
 	n.Send(Notice{Kind: KindRunEnded, Text: "done"})
@@ -511,9 +511,9 @@ func TestNTF1_DesktopOneAttempt(t *testing.T) {
 	wantStats(t, n, TargetStats{Failed: 1})
 }
 
-// TestNTF1_DesktopMissing: with no notifier on PATH, New says what it
+// TestCON3_DesktopMissing: with no notifier on PATH, New says what it
 // looked for.
-func TestNTF1_DesktopMissing(t *testing.T) {
+func TestCON3_DesktopMissing(t *testing.T) {
 	t.Setenv("PATH", t.TempDir())
 	_, err := New(Config{Targets: []string{"desktop"}})
 	if err == nil || !strings.Contains(err.Error(), "notify-send") || !strings.Contains(err.Error(), "osascript") {
@@ -521,9 +521,9 @@ func TestNTF1_DesktopMissing(t *testing.T) {
 	}
 }
 
-// TestNTF1_ParseTarget: what --notify accepts, and errors that show a
+// TestCON3_ParseTarget: what --notify accepts, and errors that show a
 // bad URL only up to its host.
-func TestNTF1_ParseTarget(t *testing.T) {
+func TestCON3_ParseTarget(t *testing.T) {
 	for _, s := range []string{"desktop", "http://127.0.0.1:8080/hook", "https://hooks.example.test/services/T/B/X?x=1",
 		"https://u:p@h.example.test/", "HTTPS://H.EXAMPLE.TEST"} {
 		if err := ParseTarget(s); err != nil {

@@ -35,6 +35,9 @@ const (
 	// KnownSession succeeds, of any other id fails as unknown.
 	SessionID    = "fake-session-1"
 	KnownSession = "known-session"
+	// KnownSessionCost is the cumulative cost (USD) of KnownSession, which
+	// its session/load reports in a usage_update with the history.
+	KnownSessionCost = 0.03
 	// HugeLine is the length of the text of the "huge" prompt's update:
 	// past drover's 64 MiB line cap.
 	HugeLine = 64<<20 + 1
@@ -59,6 +62,8 @@ const (
 //	refuse, maxturns, maxtokens   those stop reasons
 //	fail         the prompt fails with error code 429
 //	mcp          the message is the mcpServers session/new got, as JSON
+//	cost A...    a usage_update per A (the session's cumulative cost, AMOUNT
+//	             in USD or AMOUNT:CURRENCY, "-" for none), a message; end_turn with usage
 //	anything else: "echo: PROMPT"
 func Agent(mode string, in io.Reader, out io.Writer) int {
 	a := &agent{r: bufio.NewReader(in), w: out, mode: mode}
@@ -169,6 +174,8 @@ func (a *agent) serve() int {
 			a.update(map[string]any{"sessionUpdate": "user_message_chunk", "content": map[string]any{"type": "text", "text": "old prompt"}})
 			a.say("old answer")
 			a.update(map[string]any{"sessionUpdate": "tool_call", "toolCallId": "old-call", "title": "ls", "kind": "execute", "status": "completed"})
+			a.update(map[string]any{"sessionUpdate": "usage_update", "used": 100, "size": 1000,
+				"cost": map[string]any{"amount": KnownSessionCost, "currency": "USD"}})
 			a.reply(m.ID, map[string]any{})
 		case "session/set_mode":
 			a.reply(m.ID, map[string]any{})
@@ -273,6 +280,22 @@ func (a *agent) prompt(id json.RawMessage, text string) int {
 	case "mcp":
 		a.say(string(a.mcp))
 		a.end(id, "end_turn", nil)
+	case "cost":
+		for _, w := range words[1:] {
+			u := map[string]any{"sessionUpdate": "usage_update", "used": 200, "size": 1000}
+			if w != "-" {
+				amount, currency, _ := strings.Cut(w, ":")
+				if currency == "" {
+					currency = "USD"
+				}
+				var n float64
+				fmt.Sscan(amount, &n)
+				u["cost"] = map[string]any{"amount": n, "currency": currency}
+			}
+			a.update(u)
+		}
+		a.say("spent")
+		a.end(id, "end_turn", map[string]any{"inputTokens": 20, "outputTokens": 5, "totalTokens": 25})
 	default:
 		a.say("echo: " + text)
 		a.end(id, "end_turn", nil)

@@ -109,9 +109,8 @@ func (a *asker) loop(ctx context.Context, lines <-chan string) {
 	// shown after its question (a terminal already echoed a line typed at
 	// it).
 	answer := func(line string, ahead bool) {
-		a.con.entered(ahead)
 		if ahead {
-			a.con.line(line)
+			a.con.echo(line)
 		}
 		d, ok := parseAnswer(line)
 		if !ok {
@@ -211,6 +210,9 @@ func (a *asker) prompt(q question, more int) string {
 // while the question is shown goes above it: on a terminal the question's
 // line is cleared and drawn again after the output; elsewhere the output
 // starts on a line of its own and the question is written again after it.
+// An answer typed at a terminal leaves the question "shown": its echo may
+// have come before the question did, so the next output clears the line
+// it is on either way (an empty line, or the question left unanswered).
 type console struct {
 	mu       sync.Mutex
 	w        io.Writer
@@ -250,15 +252,14 @@ func (c *console) setPrompt(s string) {
 	}
 }
 
-// entered says a line of input answered the question: a terminal echoed
-// it and its newline, so the question's line has ended; a line typed
-// ahead (echoed before its question was shown) has not ended it.
-func (c *console) entered(ahead bool) {
+// echo shows line, an answer typed ahead of its question (a terminal
+// echoed it before the question was shown; piped, it was never shown),
+// after the question, and ends the question's line.
+func (c *console) echo(line string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if !ahead && c.tty {
-		c.atPrompt = false
-	}
+	_, _ = io.WriteString(c.w, line+"\n")
+	c.atPrompt = false
 }
 
 func (c *console) leavePrompt() {

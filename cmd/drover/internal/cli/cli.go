@@ -35,6 +35,10 @@ type usageError struct{ error }
 
 func usagef(format string, a ...any) error { return usageError{fmt.Errorf(format, a...)} }
 
+// flagError is a command line drover could not parse (an unknown flag, a
+// bad value): exit 2, with the hint to see --help.
+type flagError struct{ error }
+
 // exitError carries a specific exit status out of a command.
 type exitError struct{ code int }
 
@@ -117,6 +121,7 @@ func (e *env) run(ctx context.Context, args []string) int {
 	err := root.ExecuteContext(ctx)
 	var ee exitError
 	var ue usageError
+	var fe flagError
 	var le lineError
 	switch {
 	case err == nil:
@@ -126,8 +131,13 @@ func (e *env) run(ctx context.Context, args []string) int {
 	case errors.As(err, &le):
 		fmt.Fprintf(stderr, "drover: %v\n", le.msg)
 		return ExitUsage
-	case errors.As(err, &ue) || isFlagError(err):
+	case errors.As(err, &fe) || isFlagError(err):
+		// Only a command line drover could not parse gets the hint; other
+		// usage errors say what to do next themselves.
 		fmt.Fprintf(stderr, "drover: %v\nRun 'drover --help' for usage.\n", err)
+		return ExitUsage
+	case errors.As(err, &ue):
+		fmt.Fprintf(stderr, "drover: %v\n", err)
 		return ExitUsage
 	default:
 		fmt.Fprintf(stderr, "drover: %v\n", err)
@@ -182,7 +192,7 @@ cancellation.`,
 			return nil
 		},
 	}
-	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return flagError{err} })
 	root.PersistentFlags().StringVar(&logLevel, "log-level", "", "what drover logs on stderr: off, error, warn, info or debug (default $DROVER_LOG_LEVEL, else error)")
 	root.PersistentFlags().StringVar(&serverURL, "server", "", "talk to the drover serve at this URL (http://host:port) instead of the local ledger; its token from $DROVER_TOKEN (default $"+ServerEnv+")")
 	root.AddCommand(newRunCmd(e), newAgentsCmd(e), newProfilesCmd(e), newFakemodelCmd(e),

@@ -252,3 +252,55 @@ func visibleLines(out string) []string {
 	}
 	return lines
 }
+
+// CON-1: the first hour's rough edges. A ledger named in a directory that
+// is not there is refused, and the directory is not made; --max-turns 0
+// and -1 are refused in the flag's own words; only a command line drover
+// cannot parse ends with the hint to see --help; a timeout is reported as
+// asked, and the run's outcome is timed_out; "1 turn", not "1 turns".
+func TestCON1_FirstHourErrors(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv("DROVER_DB", filepath.Join(dir, "drover.db"))
+	missing := filepath.Join(dir, "nonexistent", "sub")
+	code, _, errOut, _ := runCLI(t, context.Background(), "ok", "run", "--db", filepath.Join(missing, "x.db"), "-a", "claude", "x")
+	if code != ExitUsage || !strings.Contains(errOut, "does not exist") {
+		t.Errorf("--db in a missing directory: exit %d, %s", code, errOut)
+	}
+	if _, err := os.Stat(filepath.Dir(missing)); err == nil {
+		t.Errorf("--db made the directory %s", filepath.Dir(missing))
+	}
+	for _, n := range []string{"0", "-1"} {
+		code, _, errOut, _ := runCLI(t, context.Background(), "ok", "run", "--max-turns", n, "-a", "claude", "x")
+		if code != ExitUsage || !strings.Contains(errOut, "--max-turns must be at least 1, got "+n) || strings.Contains(errOut, "maxTurns") {
+			t.Errorf("--max-turns %s: exit %d, %s", n, code, errOut)
+		}
+	}
+	code, _, errOut, _ = runCLI(t, context.Background(), "ok", "run", "--bogus-flag", "-a", "claude", "x")
+	if code != ExitUsage || !strings.Contains(errOut, "Run 'drover --help' for usage.") {
+		t.Errorf("an unknown flag: exit %d, %s", code, errOut)
+	}
+	code, out, errOut, _ := runCLI(t, context.Background(), "hang", "run", "--timeout", "300ms", "-a", "claude", "x")
+	if code != ExitFailure || !strings.Contains(out, "timeout of 300ms") || !strings.Contains(out, "■ timed_out") {
+		t.Errorf("--timeout 300ms: exit %d\n%s\n%s", code, out, errOut)
+	}
+	timedOut := runIDRe.FindStringSubmatch(errOut)[1]
+	if s := showRun(t, timedOut); s.Run.Outcome() != drover.OutcomeTimedOut {
+		t.Errorf("outcome %s, want timed_out", s.Run.Outcome())
+	}
+	// ps selects by outcome, in the same words.
+	code, out, errOut, _ = runCLI(t, context.Background(), "ok", "ps", "--status", "timed_out", "--json")
+	if code != ExitOK || strings.Count(out, "\n") != 1 || !strings.Contains(out, timedOut) || !strings.Contains(out, `"outcome":"timed_out"`) {
+		t.Errorf("ps --status timed_out: exit %d\n%s\n%s", code, out, errOut)
+	}
+	if code, _, errOut, _ = runCLI(t, context.Background(), "ok", "ps", "--status", "finished"); code != ExitUsage || !strings.Contains(errOut, "timed_out") {
+		t.Errorf("ps --status finished: exit %d, %s", code, errOut)
+	}
+	code, out, errOut, _ = runCLI(t, context.Background(), "ok", "run", "-a", "claude", "x")
+	if code != ExitOK || !strings.Contains(out, " · 1 turn · ") {
+		t.Errorf("exit %d, want '1 turn' in the summary\n%s\n%s", code, out, errOut)
+	}
+	code, _, errOut, _ = runCLI(t, context.Background(), "ok", "show", "run_nope")
+	if code != ExitUsage || !strings.Contains(errOut, "no run") || strings.Contains(errOut, "--help") {
+		t.Errorf("show run_nope: exit %d, %s", code, errOut)
+	}
+}

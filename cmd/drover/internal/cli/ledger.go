@@ -145,7 +145,16 @@ func (e *env) openLedger(ctx context.Context, db string, existing bool, opts ...
 		if _, err := os.Stat(path); err != nil {
 			return nil, "", fmt.Errorf("%w at %s (runs are recorded by 'drover run'; or pass --db)", errNoLedger, path)
 		}
-	} else if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+	} else if dir := filepath.Dir(path); isStateDir(dir) {
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return nil, "", fmt.Errorf("create ledger directory: %w", err)
+		}
+	} else if _, err := os.Stat(filepath.Dir(dir)); err != nil {
+		// A ledger named by --db or DROVER_DB goes where it is named: its
+		// directory is made, but not a whole missing path, which is a
+		// typo more often than a wish.
+		return nil, "", usagef("the ledger's directory %s does not exist, nor its parent (create it, or pass another --db)", dir)
+	} else if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, "", fmt.Errorf("create ledger directory: %w", err)
 	}
 	st, err := sqlite.Open(ctx, path, append(opts, sqlite.WithLogger(e.log))...)
@@ -226,6 +235,13 @@ func redactURL(db string) string {
 
 // stateDir is drover's state directory: $XDG_STATE_HOME/drover or
 // ~/.local/state/drover.
+// isStateDir reports whether dir is drover's state directory, which
+// drover makes when it is missing.
+func isStateDir(dir string) bool {
+	sd, err := stateDir()
+	return err == nil && sameDir(dir, sd)
+}
+
 func stateDir() (string, error) {
 	if d := os.Getenv("XDG_STATE_HOME"); d != "" {
 		return filepath.Join(d, "drover"), nil

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/drover-run/drover"
 	"github.com/drover-run/drover/api"
 	"github.com/drover-run/drover/runs"
 	"github.com/drover-run/drover/store"
@@ -25,9 +26,27 @@ func newPsCmd(e *env) *cobra.Command {
 			if limit == 0 {
 				p.Limit = math.MaxInt32 // all
 			}
+			var keep func(store.Run) bool // --status names an outcome: filtered here
 			if status != "" {
-				for s := range strings.SplitSeq(status, ",") {
-					p.Status = append(p.Status, store.RunStatus(s))
+				want := strings.Split(status, ",")
+				onlyStatuses := true
+				for _, w := range want {
+					switch {
+					case slices.Contains(ledgerStatuses, store.RunStatus(w)):
+					case slices.Contains(drover.Outcomes(), drover.Outcome(w)):
+						onlyStatuses = false
+					default:
+						return usagef("--status %s: want a run outcome (%s)", w, outcomeList())
+					}
+				}
+				if onlyStatuses {
+					for _, w := range want {
+						p.Status = append(p.Status, store.RunStatus(w))
+					}
+				} else {
+					keep = func(r store.Run) bool {
+						return slices.Contains(want, string(r.Status)) || slices.Contains(want, string(r.Outcome()))
+					}
 				}
 			} else if !all {
 				p.Since = time.Now().Add(-24 * time.Hour)
@@ -36,6 +55,9 @@ func newPsCmd(e *env) *cobra.Command {
 				res, err := svc.List(cmd.Context(), p)
 				if err != nil {
 					return serviceError(err)
+				}
+				if keep != nil {
+					res.Runs = slices.DeleteFunc(res.Runs, func(r store.Run) bool { return !keep(r) })
 				}
 				header := []string{"RUN", "AGENT", "STATUS", "AGE", "DURATION", "COST", "PROMPT"}
 				changes := map[string]*store.Change{}
@@ -60,11 +82,24 @@ func newPsCmd(e *env) *cobra.Command {
 		},
 	}
 	addDBFlag(cmd, &db)
-	cmd.Flags().StringVar(&status, "status", "", "only these statuses (pending,running,completed,failed)")
+	cmd.Flags().StringVar(&status, "status", "", "only runs with these outcomes, comma-separated ("+outcomeList()+")")
 	cmd.Flags().StringVar(&agent, "agent", "", "only this agent")
 	cmd.Flags().StringVar(&session, "session", "", "only this session")
 	cmd.Flags().BoolVar(&all, "all", false, "all runs, not only the last 24 hours")
 	cmd.Flags().IntVar(&limit, "limit", 50, "at most this many runs (0 = all)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "one JSON object per run")
 	return cmd
+}
+
+// ledgerStatuses are the statuses the ledger keeps, which it can select
+// runs by.
+var ledgerStatuses = []store.RunStatus{store.StatusPending, store.StatusRunning, store.StatusCompleted, store.StatusFailed}
+
+// outcomeList names the outcomes for help and errors.
+func outcomeList() string {
+	var s []string
+	for _, o := range drover.Outcomes() {
+		s = append(s, string(o))
+	}
+	return strings.Join(s, ", ")
 }

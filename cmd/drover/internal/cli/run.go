@@ -94,6 +94,19 @@ usage error, 130 after SIGINT once every run has ended interrupted.`,
 			} else if f.approvalTimeout < 0 {
 				return usagef("--approval-timeout must not be negative")
 			}
+			// Said in the flags' own names, before the options' checks say
+			// it in the API's (maxTurns): 0 would silently mean "no limit".
+			fl := cmd.Flags()
+			switch {
+			case fl.Changed("max-turns") && f.maxTurns < 1:
+				return usagef("--max-turns must be at least 1, got %d", f.maxTurns)
+			case fl.Changed("max-budget-usd") && !(f.maxBudget > 0):
+				return usagef("--max-budget-usd must be more than 0, got %g", f.maxBudget)
+			case fl.Changed("timeout") && f.timeout <= 0:
+				return usagef("--timeout must be more than 0, got %s", f.timeout)
+			case fl.Changed("idle-timeout") && f.idleTimeout <= 0:
+				return usagef("--idle-timeout must be more than 0, got %s", f.idleTimeout)
+			}
 			return runRun(cmd.Context(), e, f, args)
 		},
 	}
