@@ -261,6 +261,10 @@ func visibleLines(out string) []string {
 func TestCON1_FirstHourErrors(t *testing.T) {
 	dir := t.TempDir()
 	t.Setenv("DROVER_DB", filepath.Join(dir, "drover.db"))
+	// Before any ledger: an unknown run is a usage error, not a failure.
+	if code, _, errOut, _ := runCLI(t, context.Background(), "ok", "show", "run_nope"); code != ExitUsage || !strings.Contains(errOut, `no run "run_nope"`) {
+		t.Errorf("show run_nope with no ledger: exit %d, %s", code, errOut)
+	}
 	missing := filepath.Join(dir, "nonexistent", "sub")
 	code, _, errOut, _ := runCLI(t, context.Background(), "ok", "run", "--db", filepath.Join(missing, "x.db"), "-a", "claude", "x")
 	if code != ExitUsage || !strings.Contains(errOut, "does not exist") {

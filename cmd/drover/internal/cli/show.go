@@ -20,7 +20,7 @@ func newShowCmd(e *env) *cobra.Command {
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
-			return e.withService(ctx, db, false, runs.Config{Limit: 1}, func(svc api.Service) error {
+			return e.withRunService(ctx, db, args[:1], func(svc api.Service) error {
 				g, err := svc.Get(ctx, api.GetParams{RunID: args[0]})
 				if err != nil {
 					return notFound("run", args[0], err)
