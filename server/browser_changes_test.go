@@ -571,7 +571,10 @@ func TestWS4_DashboardComparesRuns(t *testing.T) {
 	b.Do(t, "select the parent", chromedp.Click(chromedp.CSS(rowSel(parent)), chromedp.NodeVisible))
 	b.Wait(t, "the parent, its children", `document.getElementById('detail').dataset.runId === `+browsertest.JS(parent)+` &&
 		[...document.querySelectorAll('#detail-links a')].some(a => a.textContent === 'compare them')`)
-	b.Do(t, "compare the children", chromedp.Click(chromedp.CSS(`#detail-links a[href^="#compare="]`), chromedp.NodeVisible))
+	// Clicked in the page: the parent's links are drawn again as its
+	// children's statuses change, and a node found by the driver may be
+	// gone by the time it clicks it.
+	b.Wait(t, "compare the children", `(() => { const a = document.querySelector('#detail-links a[href^="#compare="]'); a?.click(); return !!a })()`)
 	b.Wait(t, "the children compared", `[...document.querySelectorAll('#compare-table thead th[data-run-id]')].map(th => th.dataset.runId).join() === `+
 		browsertest.JS(kids[0]+","+kids[1]))
 	close(gate)
