@@ -11,6 +11,9 @@ type Price struct {
 	Output     float64 `json:"output"`
 	CacheRead  float64 `json:"cacheRead,omitempty"`
 	CacheWrite float64 `json:"cacheWrite,omitempty"`
+	// Source says where the price was read: the vendor's price page for
+	// the built-in table's rows, anything for a price file's.
+	Source string `json:"source,omitempty"`
 }
 
 // Cost returns what u costs at p, in US dollars.

@@ -91,14 +91,21 @@ func Tables(own map[string]drover.Price) ([]map[string]drover.Price, error) {
 // "gpt-5-mini" when that has its own entry). A provider prefix ("openai/",
 // "models/") is ignored, and names compare case-insensitively.
 func Lookup(model string, tables ...map[string]drover.Price) (drover.Price, bool) {
+	_, _, p, ok := Find(model, tables...)
+	return p, ok
+}
+
+// Find is Lookup that also says which entry priced model: its key and
+// the index of its table in tables.
+func Find(model string, tables ...map[string]drover.Price) (key string, table int, _ drover.Price, _ bool) {
 	name := strings.ToLower(model)
 	if i := strings.LastIndexByte(name, '/'); i >= 0 {
 		name = name[i+1:]
 	}
 	if name == "" {
-		return drover.Price{}, false
+		return "", 0, drover.Price{}, false
 	}
-	for _, t := range tables {
+	for ti, t := range tables {
 		best, found := "", false
 		for _, k := range slices.Sorted(maps.Keys(t)) {
 			key := strings.ToLower(k)
@@ -106,15 +113,15 @@ func Lookup(model string, tables ...map[string]drover.Price) (drover.Price, bool
 				key = key[i+1:]
 			}
 			if key == name {
-				return t[k], true
+				return k, ti, t[k], true
 			}
 			if strings.HasPrefix(name, key) && strings.ContainsRune("-@:", rune(name[len(key)])) && len(k) > len(best) {
 				best, found = k, true
 			}
 		}
 		if found {
-			return t[best], true
+			return best, ti, t[best], true
 		}
 	}
-	return drover.Price{}, false
+	return "", 0, drover.Price{}, false
 }

@@ -197,7 +197,7 @@ cancellation.`,
 	root.PersistentFlags().StringVar(&serverURL, "server", "", "talk to the drover serve at this URL (http://host:port) instead of the local ledger; its token from $DROVER_TOKEN (default $"+ServerEnv+")")
 	root.AddCommand(newRunCmd(e), newAgentsCmd(e), newProfilesCmd(e), newFakemodelCmd(e),
 		newPsCmd(e), newShowCmd(e), newLogsCmd(e), newCancelCmd(e), newWaitCmd(e), newSessionsCmd(e), newServeCmd(e), newWorkerCmd(e), newWorkersCmd(e),
-		newInboxCmd(e), newApproveCmd(e), newDenyCmd(e), newSteerCmd(e), newInterruptCmd(e), newACPCmd(e), newMCPCmd(e), newAPICmd(e),
+		newInboxCmd(e), newPricesCmd(e), newApproveCmd(e), newDenyCmd(e), newSteerCmd(e), newInterruptCmd(e), newACPCmd(e), newMCPCmd(e), newAPICmd(e),
 		newDiffCmd(e), newApplyCmd(e), newMergeCmd(e), newDiscardCmd(e), newReviseCmd(e), newCompareCmd(e), newGCCmd(e))
 	return root
 }

@@ -4,6 +4,7 @@ package cli
 
 import (
 	"bytes"
+	"io"
 	"context"
 	"os"
 	"path/filepath"
@@ -306,5 +307,31 @@ func TestCON1_FirstHourErrors(t *testing.T) {
 	code, _, errOut, _ = runCLI(t, context.Background(), "ok", "show", "run_nope")
 	if code != ExitUsage || !strings.Contains(errOut, "no run") || strings.Contains(errOut, "--help") {
 		t.Errorf("show run_nope: exit %d, %s", code, errOut)
+	}
+}
+
+// ACC-2: drover prices lists the prices in force with their sources and
+// says which entry prices a model; a model without one is said to have no
+// price (exit 1), and a run of it ends "no price for MODEL", not $0.
+func TestACC2_PricesInForce(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "prices.json")
+	if err := os.WriteFile(file, []byte(`{"gpt-5": {"input": 2, "output": 20, "source": "our contract"}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut, _ := runCLI(t, context.Background(), "ok", "prices", "--prices", file)
+	if code != ExitOK || !regexp.MustCompile(`(?m)^gpt-5 +\$2 +\$20 .*--prices .*our contract$`).MatchString(out) ||
+		!regexp.MustCompile(`(?m)^gpt-5 +\$1\.25 .*not used.*openai\.com`).MatchString(out) {
+		t.Fatalf("drover prices: exit %d\n%s\n%s", code, out, errOut)
+	}
+	code, out, _, _ = runCLI(t, context.Background(), "ok", "prices", "--prices", file, "gpt-5-2025-08-07", "mystery-9")
+	if code != ExitFailure || !strings.Contains(out, `gpt-5-2025-08-07: $2 in / $20 out per million tokens, entry "gpt-5" of --prices`) ||
+		!strings.Contains(out, "mystery-9: no price") {
+		t.Fatalf("drover prices MODEL: exit %d\n%s", code, out)
+	}
+	h := &human{w: io.Discard, tallies: map[string]*tally{}}
+	h.tally("r").model = "mystery-9"
+	line := h.doneLine(drover.Event{RunID: "r"}, drover.DonePayload{Status: drover.StatusSuccess, Usage: drover.Usage{InputTokens: 10, OutputTokens: 5}})
+	if !strings.Contains(line, "no price for mystery-9") || strings.Contains(line, "$") {
+		t.Fatalf("summary %q", line)
 	}
 }

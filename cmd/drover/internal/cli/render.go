@@ -216,6 +216,7 @@ type tally struct {
 	allowed     int
 	interrupted bool // a drover:interrupt came
 	errCode     drover.ErrorCode
+	model       string // from its init event
 }
 
 func (h *human) tally(runID string) *tally {
@@ -305,6 +306,8 @@ func (h *human) print(ev drover.Event) error {
 		}
 	case drover.InterruptPayload:
 		h.tally(ev.RunID).interrupted = true
+	case drover.InitPayload:
+		h.tally(ev.RunID).model = p.Model
 	case drover.ErrorPayload:
 		if !p.Recoverable {
 			h.tally(ev.RunID).errCode = p.Code
@@ -390,8 +393,12 @@ func (h *human) doneLine(ev drover.Event, p drover.DonePayload) string {
 	if calls := runs.CallSummary(u.ToolUses, t.allowed, len(t.denied)); calls != "" {
 		parts = append(parts, calls)
 	}
-	if u.TotalCostUSD != nil {
+	switch {
+	case u.TotalCostUSD != nil:
 		parts = append(parts, cost(u))
+	case u.InputTokens+u.OutputTokens > 0 && t.model != "":
+		// Not zero: unknown (ACC-2). drover prices says what is priced.
+		parts = append(parts, "no price for "+t.model)
 	}
 	if u.Turns != nil {
 		parts = append(parts, count(*u.Turns, "turn"))
