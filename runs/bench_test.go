@@ -11,6 +11,7 @@ import (
 	"github.com/drover-run/drover"
 	"github.com/drover-run/drover/adapter/claude"
 	"github.com/drover-run/drover/engine"
+	"github.com/drover-run/drover/internal/metrics"
 	"github.com/drover-run/drover/runs"
 	"github.com/drover-run/drover/store"
 )
@@ -84,12 +85,21 @@ func BenchmarkEventPath(b *testing.B) {
 // BenchmarkEventPathRecorded is the same stream through the supervisor with
 // every event recorded in a SQLite ledger file (batched writer), measured
 // until the run is durably finished.
-func BenchmarkEventPathRecorded(b *testing.B) {
+func BenchmarkEventPathRecorded(b *testing.B) { benchRecorded(b, runs.Config{}) }
+
+// BenchmarkEventPathObserved is BenchmarkEventPathRecorded with the
+// Prometheus metrics observing the run (OBS-2): what they cost the event
+// path (a commit time and an event counted per event).
+func BenchmarkEventPathObserved(b *testing.B) {
+	benchRecorded(b, runs.Config{Observer: metrics.New(nil)})
+}
+
+func benchRecorded(b *testing.B, cfg runs.Config) {
 	bin, n := replayAgent(b, rounds)
 	st := openStoreB(b, filepath.Join(b.TempDir(), "drover.db"))
 	reg := drover.NewRegistry()
 	reg.Register(claude.New())
-	sup, err := runs.New(context.Background(), engine.New(reg), st, runs.Config{})
+	sup, err := runs.New(context.Background(), engine.New(reg), st, cfg)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -28,6 +28,15 @@ type recorder struct {
 	failed  atomic.Pointer[error] // first ledger failure, set by the committer
 	durable int64                 // last seq committed before any failure; the committer's until it ends
 	ledger  error                 // read by finish after the committer ended
+
+	// obs, when set, is told the run's progress (Config.Observer); the
+	// fields below it are kept for it only. An event's commit is timed by
+	// two readings of the monotonic clock against epoch (the run's start):
+	// at its hand-off to the ledger and at its commit.
+	obs     RunObserver
+	epoch   time.Time
+	model   string          // the run's goroutine's
+	waiting map[string]bool // requests asked and not answered; the run's goroutine's
 }
 
 // encodeLinger is how long the encoder lets events queue once a run is
@@ -73,12 +82,16 @@ func (r *recorder) queue(ev drover.Event) {
 	if err != nil {
 		res := make(chan error, 1)
 		res <- err
-		r.queued.push(store.Event{})
+		r.queued.push(store.Event{}, 0)
 		r.commits <- res
 		return
 	}
 	sev := store.Event{RunID: ev.RunID, Seq: ev.Seq, Type: ev.Type, JSON: data, Time: time.UnixMilli(ev.Timestamp)}
-	r.queued.push(sev)
+	var at time.Duration
+	if r.obs != nil {
+		at = time.Since(r.epoch)
+	}
+	r.queued.push(sev, at)
 	r.commits <- r.s.appendAsync(sev)
 }
 
@@ -89,39 +102,47 @@ func (r *recorder) queue(ev drover.Event) {
 // and over: a tenth of what a long run allocated.)
 type eventQueue struct {
 	mu   sync.Mutex
-	ring []store.Event
+	ring []queuedEvent
 	head int // ring[head] is the oldest
 	n    int
 }
 
-func (q *eventQueue) push(ev store.Event) {
+// queuedEvent is an event pending commit and when it was handed to the
+// ledger (since the recorder's epoch; 0 without an observer).
+type queuedEvent struct {
+	ev store.Event
+	at time.Duration
+}
+
+func (q *eventQueue) push(ev store.Event, at time.Duration) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.n == len(q.ring) {
-		grown := make([]store.Event, max(16, 2*len(q.ring)))
+		grown := make([]queuedEvent, max(16, 2*len(q.ring)))
 		copy(grown, q.ring[q.head:])
 		copy(grown[len(q.ring)-q.head:], q.ring[:q.head])
 		q.ring, q.head = grown, 0
 	}
-	q.ring[(q.head+q.n)%len(q.ring)] = ev
+	q.ring[(q.head+q.n)%len(q.ring)] = queuedEvent{ev, at}
 	q.n++
 }
 
-// pop removes and returns the oldest event; the queue must not be empty.
-func (q *eventQueue) pop() store.Event {
+// pop removes and returns the oldest event and when it was handed to the
+// ledger; the queue must not be empty.
+func (q *eventQueue) pop() (store.Event, time.Duration) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	ev := q.ring[q.head]
-	q.ring[q.head] = store.Event{} // the slab it points into may go
+	e := q.ring[q.head]
+	q.ring[q.head] = queuedEvent{} // the slab it points into may go
 	q.head = (q.head + 1) % len(q.ring)
 	q.n--
-	return ev
+	return e.ev, e.at
 }
 
 // commit waits for each event's commit in order and wakes readers after it.
 func (r *recorder) commit() {
 	for res := range r.commits {
-		ev := r.queued.pop() // pushed before res was sent
+		ev, at := r.queued.pop() // pushed before res was sent
 		if err := <-res; err != nil {
 			if r.failed.CompareAndSwap(nil, &err) {
 				// A run the ledger cannot record is stopped: drover must
@@ -133,6 +154,9 @@ func (r *recorder) commit() {
 		if r.failed.Load() == nil {
 			r.durable++ // events commit in seq order, from 1
 			r.a.tail.add(ev)
+			if r.obs != nil {
+				r.obs.Recorded(time.Since(r.epoch) - at)
+			}
 		}
 		r.a.wake()
 		r.s.recorded.fire()
@@ -184,6 +208,9 @@ func (r *recorder) record(ev drover.Event) {
 	if ev.Type == drover.TypeDone {
 		ev = ownShare(ev, r.a.costBefore)
 	}
+	if r.obs != nil {
+		r.observe(&ev)
+	}
 	r.pending <- ev
 }
 
@@ -207,6 +234,9 @@ func (r *recorder) finish() error {
 	err := r.s.st.FinishRun(r.ctx, f)
 	if err == nil && r.s.cfg.Notifier != nil {
 		r.s.noticeEnd(a, f)
+	}
+	if r.obs != nil {
+		r.observeEnd(f)
 	}
 	if err != nil {
 		// Reconciliation marks it failed at the next start-up; until then

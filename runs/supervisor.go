@@ -44,6 +44,11 @@ type Config struct {
 	// Notifier, if set, is told when a run this supervisor executes asks
 	// for permission, when it ends, and when a budget ends it (CON-3).
 	Notifier Notifier
+	// Observer, if set, is told what the runs this supervisor executes
+	// do: their start, each event recorded and its commit time, their
+	// permission requests and answers, their end (OBS-2: metrics). nil
+	// costs nothing.
+	Observer Observer
 	// Poll is how often runs owned elsewhere are checked (cross-process
 	// cancel, Await and Follow); 0 means 250 ms.
 	Poll time.Duration
@@ -672,6 +677,9 @@ func (s *Supervisor) execute(a *active) {
 	}()
 	rec := &recorder{s: s, a: a, ctx: context.WithoutCancel(a.ctx),
 		pending: make(chan drover.Event, pendingEvents), commits: make(chan (<-chan error), pendingCommits)}
+	if s.cfg.Observer != nil {
+		rec.obs, rec.epoch = s.cfg.Observer.RunStarted(a.req.Agent), time.Now()
+	}
 	// The encoder encodes and queues each event for the ledger, and the
 	// committer wakes readers as each becomes durable, so the run itself
 	// neither encodes nor waits for the disk: on another core, that work

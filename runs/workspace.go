@@ -8,7 +8,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/drover-run/drover"
@@ -317,7 +316,9 @@ func runCheck(ctx context.Context, command, dir string) *store.ChangeCheck {
 	}
 	var out tailBuffer
 	cmd.Stdout, cmd.Stderr = &out, &out
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := proc.OwnGroup(cmd); err != nil {
+		return &store.ChangeCheck{Command: command, Output: "the check cannot run here: " + err.Error(), ExitCode: -1}
+	}
 	cmd.Cancel = func() error { return proc.KillGroup(cmd.Process.Pid) }
 	cmd.WaitDelay = 5 * time.Second
 	start := time.Now()

@@ -145,6 +145,13 @@ type fixture struct {
 
 func newFixture(t testing.TB, cfg server.Config) *fixture {
 	t.Helper()
+	return newFixtureWith(t, cfg, runs.Config{})
+}
+
+// newFixtureWith is newFixture with the supervisor's configuration rcfg
+// (its Poll defaults to 20 ms).
+func newFixtureWith(t testing.TB, cfg server.Config, rcfg runs.Config) *fixture {
+	t.Helper()
 	st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "drover.db"))
 	if err != nil {
 		t.Fatal(err)
@@ -160,7 +167,10 @@ func newFixture(t testing.TB, cfg server.Config) *fixture {
 	if err := reg.Register(agenttest.Asker(true)); err != nil {
 		t.Fatal(err)
 	}
-	sup, err := runs.New(context.Background(), engine.New(reg), st, runs.Config{Poll: 20 * time.Millisecond})
+	if rcfg.Poll == 0 {
+		rcfg.Poll = 20 * time.Millisecond
+	}
+	sup, err := runs.New(context.Background(), engine.New(reg), st, rcfg)
 	if err != nil {
 		t.Fatal(err)
 	}

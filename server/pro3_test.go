@@ -501,7 +501,7 @@ func TestPRO3_OpenAPI(t *testing.T) {
 		"/v1/runs": {"get", "post"}, "/v1/runs/{id}": {"get"}, "/v1/runs/{id}/cancel": {"post"},
 		"/v1/runs/{id}/await": {"get"}, "/v1/runs/{id}/events": {"get"}, "/v1/runs/{id}/stream": {"get"},
 		"/v1/stream": {"get"}, "/v1/sessions/{id}": {"get"}, "/v1/openapi.json": {"get"},
-		"/v1/runs/stream": {"get"}, "/v1/login": {"post"}, "/": {"get"},
+		"/v1/runs/stream": {"get"}, "/v1/login": {"post"}, "/": {"get"}, "/metrics": {"get"},
 		"/v1/runs/{id}/respond": {"post"}, "/v1/runs/{id}/steer": {"post"}, "/v1/runs/{id}/interrupt": {"post"},
 	} {
 		item, _ := paths[p].(map[string]any)

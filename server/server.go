@@ -63,6 +63,10 @@ type Config struct {
 	Poll time.Duration
 	// Ops are the operations served, each at its routes; nil means api.Ops.
 	Ops []api.Op
+	// Metrics, when set, is served at GET /metrics, behind the token like
+	// every endpoint (OBS-2: Prometheus's text format,
+	// docs/telemetry.md).
+	Metrics http.Handler
 	// Logger receives what the server cannot tell a client: failed ledger
 	// reads of a stream (retried), requests that failed inside drover.
 	// nil means none (quiet).
@@ -157,6 +161,9 @@ func (s *Server) routes() {
 		w.Header().Set("Content-Type", "application/json")
 		w.Write(OpenAPI)
 	})
+	if s.cfg.Metrics != nil {
+		m.Handle("GET /metrics", s.cfg.Metrics)
+	}
 	s.dashboardRoutes()
 }
 

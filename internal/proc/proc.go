@@ -700,3 +700,9 @@ func (e Exit) String() string {
 		return fmt.Sprintf("exit status %d", e.Code)
 	}
 }
+
+// OwnGroup makes cmd, not yet started, the leader of a process group (and
+// session) of its own, as Start does for an agent: KillGroup with its pid
+// then ends it and everything it started that stayed in the group. An
+// error where the platform has no process groups.
+func OwnGroup(cmd *exec.Cmd) error { return setProcessGroup(cmd) }

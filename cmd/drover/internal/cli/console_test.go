@@ -4,8 +4,8 @@ package cli
 
 import (
 	"bytes"
-	"io"
 	"context"
+	"io"
 	"os"
 	"path/filepath"
 	"regexp"

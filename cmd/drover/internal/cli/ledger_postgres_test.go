@@ -17,7 +17,8 @@ import (
 
 // LED-6: --db postgres://… (and DROVER_DB) records runs in PostgreSQL and
 // every command reads them back from there; a database without drover's
-// schema is "no ledger yet" for the commands that only read.
+// schema is "no ledger yet" for the commands that list, and has no run
+// for those that name one.
 func TestLED6_PostgresLedgerThroughCLI(t *testing.T) {
 	db := pgtest.NewDatabase(t)
 	// Not the SQLite file TestMain points DROVER_DB at.
@@ -28,7 +29,7 @@ func TestLED6_PostgresLedgerThroughCLI(t *testing.T) {
 		t.Fatalf("ps on an empty database: %d %q", code, stderr)
 	}
 	code, _, stderr = cli(t, "ok", "show", "--db", db, "run_0000")
-	if code == ExitOK || !strings.Contains(stderr, "no ledger") {
+	if code != ExitUsage || !strings.Contains(stderr, `no run "run_0000"`) {
 		t.Fatalf("show on an empty database: %d %q", code, stderr)
 	}
 	if code, _, stderr = cli(t, "ok", "logs", "--db", db, "run_0000"); code != ExitUsage || !strings.Contains(stderr, `no run "run_0000"`) {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/drover-run/drover/api"
+	"github.com/drover-run/drover/internal/metrics"
 	"github.com/drover-run/drover/protocol"
 	"github.com/drover-run/drover/runs"
 	"github.com/drover-run/drover/server"
@@ -21,7 +22,7 @@ import (
 )
 
 func newServeCmd(e *env) *cobra.Command {
-	var db, addr, token, fakeScript, fakeLog string
+	var db, addr, token, fakeScript, fakeLog, metricsAddr string
 	var notifyTo []string
 	var stdio, fakeOn, noToken, allowAutonomous, queue bool
 	var limit int
@@ -43,6 +44,10 @@ loopback host (no DNS rebinding). Clients cannot start autonomous runs, nor
 widen a run beyond its tier (contain: false, an allow rule for every tool, a
 binary, env), unless --allow-autonomous says so (docs/security.md). SIGINT or SIGTERM ends the
 streams, cancels the runs and exits 130.
+
+Prometheus metrics of the runs this server executes are at GET /metrics,
+behind the same token (docs/telemetry.md); --metrics-addr also serves them,
+without a token, on a loopback address of their own (with --stdio too).
 
 With --stdio (docs/protocol.md): one JSON request a line on stdin, one JSON
 response or event a line on stdout. When stdin ends, drover cancels the runs
@@ -73,6 +78,11 @@ and exits 130; a second one kills every agent process group at once.`,
 			}
 			if noToken && cmd.Flags().Changed("token") {
 				return usagef("--token and --no-token exclude each other")
+			}
+			if metricsAddr != "" {
+				if err := checkMetricsAddr(metricsAddr); err != nil {
+					return err
+				}
 			}
 			generated := false
 			if !stdio {
@@ -126,10 +136,22 @@ and exits 130; a second one kills every agent process group at once.`,
 				defer stop()
 				acfg.Defaults = apply
 			}
+			var m *metrics.Metrics
+			if !stdio || metricsAddr != "" {
+				m = metrics.New(e.log)
+				rcfg.Observer = m
+			}
+			if metricsAddr != "" {
+				stop, err := serveMetrics(e, metricsAddr, m.Handler())
+				if err != nil {
+					return err
+				}
+				defer stop()
+			}
 			if stdio {
 				return serveStdio(ctx, e, db, rcfg, acfg)
 			}
-			return serveHTTP(ctx, e, db, rcfg, addr, token, generated, acfg)
+			return serveHTTP(ctx, e, db, rcfg, addr, token, generated, acfg, m)
 		},
 	}
 	addDBFlag(cmd, &db)
@@ -145,6 +167,7 @@ and exits 130; a second one kills every agent process group at once.`,
 	cmd.Flags().BoolVar(&fakeOn, "fakemodel", false, "point every run that names no endpoint at drover's built-in scripted model server (offline)")
 	cmd.Flags().StringVar(&fakeScript, "fakemodel-script", "", "script file for --fakemodel (default: the built-in demo script)")
 	cmd.Flags().StringVar(&fakeLog, "fakemodel-log", "", "append every request fakemodel receives to this file, one JSON line each")
+	addMetricsFlag(cmd, &metricsAddr)
 	return cmd
 }
 
@@ -165,13 +188,13 @@ func serveStdio(ctx context.Context, e *env, db string, rcfg runs.Config, acfg a
 // serveHTTP serves until ctx ends (a signal), then ends the streams and
 // awaits in progress, lets other requests finish for a moment, and exits
 // 130; withLedger then cancels the runs still going.
-func serveHTTP(ctx context.Context, e *env, db string, rcfg runs.Config, addr, token string, generated bool, acfg api.Config) error {
+func serveHTTP(ctx context.Context, e *env, db string, rcfg runs.Config, addr, token string, generated bool, acfg api.Config, m *metrics.Metrics) error {
 	return e.withLedger(ctx, db, rcfg, func(sup *runs.Supervisor, st store.Store) error {
 		ln, err := net.Listen("tcp", addr)
 		if err != nil {
 			return fmt.Errorf("listen: %w", err)
 		}
-		hs := server.New(api.NewLocal(sup, acfg), server.Config{Token: token, Logger: e.log})
+		hs := server.New(api.NewLocal(sup, acfg), server.Config{Token: token, Logger: e.log, Metrics: m.Handler()})
 		h := hs.HTTPServer()
 		fmt.Fprintf(e.stderr, "drover: serving HTTP on http://%s\n", ln.Addr())
 		switch {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/drover-run/drover/builtin"
 	"github.com/drover-run/drover/internal/config"
+	"github.com/drover-run/drover/internal/metrics"
 	"github.com/drover-run/drover/runs"
 	"github.com/drover-run/drover/store"
 	"github.com/drover-run/drover/store/postgres"
@@ -23,7 +24,7 @@ import (
 )
 
 func newWorkerCmd(e *env) *cobra.Command {
-	var db, id, fakeScript, fakeLog string
+	var db, id, fakeScript, fakeLog, metricsAddr string
 	var notifyTo []string
 	var agents, labels []string
 	var limit int
@@ -46,6 +47,8 @@ Its id (--id, else one kept in drover's config directory) is how it knows
 its own runs when it comes back: it kills what they left running.
 
 Runs get this machine's credentials: the ledger keeps none.
+--metrics-addr serves Prometheus metrics (its runs, the queue's depth, the
+live workers) at /metrics on a loopback address (docs/telemetry.md).
 SIGINT or SIGTERM stops claiming, cancels the runs going on and exits 130.`,
 		Example: `  drover worker --db postgres://drover@db.internal/drover
   drover worker --db "$DROVER_DB" --agents claude,codex --labels gpu --limit 4`,
@@ -64,6 +67,11 @@ SIGINT or SIGTERM stops claiming, cancels the runs going on and exits 130.`,
 			}
 			if len(labels) > worker.MaxLabels {
 				return usagef("--labels: at most %d", worker.MaxLabels)
+			}
+			if metricsAddr != "" {
+				if err := checkMetricsAddr(metricsAddr); err != nil {
+					return err
+				}
 			}
 			reg := builtin.Registry()
 			if len(agents) == 0 {
@@ -120,6 +128,19 @@ SIGINT or SIGTERM stops claiming, cancels the runs going on and exits 130.`,
 			if n != nil {
 				rcfg.Notifier = n
 			}
+			if metricsAddr != "" {
+				m := metrics.New(e.log)
+				m.AddQueue(func(ctx context.Context) (metrics.QueueStats, error) {
+					s, err := worker.ReadStats(ctx, pg)
+					return metrics.QueueStats{Queued: s.Queued, LiveWorkers: s.Live}, err
+				})
+				rcfg.Observer = m
+				stop, err := serveMetrics(e, metricsAddr, m.Handler())
+				if err != nil {
+					return err
+				}
+				defer stop()
+			}
 			err = e.supervise(ctx, st, loc, rcfg, func(sup *runs.Supervisor, _ store.Store) error {
 				return worker.Run(ctx, pg, sup, wcfg)
 			})
@@ -139,6 +160,7 @@ SIGINT or SIGTERM stops claiming, cancels the runs going on and exits 130.`,
 	cmd.Flags().BoolVar(&fakeOn, "fakemodel", false, "point every run that names no endpoint at drover's built-in scripted model server (offline)")
 	cmd.Flags().StringVar(&fakeScript, "fakemodel-script", "", "script file for --fakemodel (default: the built-in demo script)")
 	cmd.Flags().StringVar(&fakeLog, "fakemodel-log", "", "append every request fakemodel receives to this file, one JSON line each")
+	addMetricsFlag(cmd, &metricsAddr)
 	return cmd
 }
 
