@@ -250,7 +250,8 @@ func (c *chainRun) cooling(at attempt) bool {
 func (c *chainRun) record(at attempt, kind string, r *attemptResult) {
 	u, token := r.done.Usage, r.done.ResumeToken
 	if t, ok := r.doneEv.Metadata[drover.MetaSessionCostUSD].(float64); ok && u.TotalCostUSD != nil {
-		if prev, ok := c.sessionCost[token]; ok {
+		if prev, ok := c.sessionCost[token]; ok && *u.TotalCostUSD == t {
+			// The adapter could only say the session's running total.
 			own := max(t-prev, 0)
 			u.TotalCostUSD = &own
 		}

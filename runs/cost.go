@@ -48,7 +48,10 @@ func ownShare(ev drover.Event, before *float64) drover.Event {
 		return ev
 	}
 	total, ok := ev.Metadata[sessionCostKey].(float64)
-	if !ok {
+	if !ok || *d.Usage.TotalCostUSD != total {
+		// No running total, or the adapter found the run's own cost
+		// (Claude's per-result model usage): that is the run's share,
+		// even when the conversation was continued outside this session.
 		return ev
 	}
 	share := max(total-*before, 0)

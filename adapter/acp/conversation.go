@@ -77,6 +77,14 @@ type Dialect struct {
 	// Usage reads the usage of a prompt result that has no ACP usage
 	// (Gemini's _meta.quota); ok false when it has none either.
 	Usage func(result json.RawMessage) (u drover.Usage, ok bool)
+	// RunUsage, when set, returns the usage of every model response of
+	// the run in session sessionID, as the agent recorded it outside ACP
+	// (OpenCode: its session database), for an agent whose prompt result
+	// gives only the last response's tokens; ok false when it recorded
+	// none. It is called once the process has ended, when the prompt was
+	// sent. Its tokens and turns replace the prompt result's; its cost,
+	// when above 0, is the run's own, over what usage_update tells.
+	RunUsage func(sessionID string) (u drover.Usage, ok bool)
 	// StatusRules classify a failed prompt by its HTTP status and text.
 	StatusRules runner.StatusRules
 	// UnknownSession, when set, also recognises a session/load error that
@@ -943,7 +951,24 @@ func (c *Conversation) Finish(exit runner.Exit) ([]drover.Event, bool) {
 		meta = setMeta(meta, "stopReason", string(c.stop.StopReason))
 		done.Usage = c.usage()
 	}
-	if own, session, ok := c.runCost(); ok {
+	run, recorded := c.runUsage()
+	if recorded {
+		// Every response of the run, where the prompt result has the
+		// last one's (a failed prompt's responses before it count too).
+		done.Usage = run
+		done.Usage.TotalCostUSD = nil
+	}
+	own, session, ok := c.runCost()
+	if recorded && run.TotalCostUSD != nil && *run.TotalCostUSD > 0 {
+		// The cost the agent recorded for each response of the run, when
+		// it knows a price: the run's own also where usage_update could
+		// not tell it (OpenCode reports no cost while session/load
+		// replays a session, so a resumed run's last total is the
+		// session's), and also where it sends none (a model whose
+		// context limit it does not know).
+		own, ok = *run.TotalCostUSD, true
+	}
+	if ok {
 		done.Usage.TotalCostUSD, done.Usage.CostEstimated = &own, false
 		if c.sess.Resume != "" && session > 0 {
 			// The session was continued: its running total too, by which
@@ -1006,6 +1031,14 @@ func (c *Conversation) usage() drover.Usage {
 		}
 	}
 	return drover.Usage{}
+}
+
+// runUsage is the dialect's RunUsage of a run whose prompt was sent.
+func (c *Conversation) runUsage() (drover.Usage, bool) {
+	if c.d.RunUsage == nil || !c.prompted || c.sessionID == "" {
+		return drover.Usage{}, false
+	}
+	return c.d.RunUsage(c.sessionID)
 }
 
 func count(n *int) *int64 {

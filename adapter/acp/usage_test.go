@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/drover-run/drover"
@@ -162,4 +164,129 @@ func TestACP1_UsageUpdateOpenCodeCapture(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestACC1_DialectRunUsage: OpenCode 1.18.33 answers a prompt of three
+// model responses with the last one's usage (testdata
+// usage_three_responses.jsonl: 1000/100 of 3000/300); a dialect's
+// RunUsage, the usage of every response of the run as the agent recorded
+// it, replaces the answer's tokens and turns, for the run's session, once
+// the prompt was sent: also for a failed prompt and an interrupted turn.
+// Its cost, when above 0, is the run's: also over a usage_update's (whose
+// total, in a resumed session OpenCode reported nothing of before the
+// prompt, is the session's; it stays metadata sessionCostUsd).
+// Without a RunUsage, or when it has none, the answer's usage stands.
+func TestACC1_DialectRunUsage(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("testdata", "opencode-1.18.33", "usage_three_responses.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	capture := strings.Split(strings.TrimSpace(string(data)), "\n")
+	const session = "ses_ddcda9067ffecFx6e5gna6IeNl"
+	three, turns := int64(3), int64(3)
+	all := drover.Usage{InputTokens: 3000, OutputTokens: 300, Turns: &turns}
+	cost := func(v float64) *float64 { return &v }
+	usd := `{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"` + session +
+		`","update":{"sessionUpdate":"usage_update","used":10,"size":100,"cost":{"amount":0.03,"currency":"USD"}}}}`
+	answer := capture[len(capture)-1]
+	failed := `{"jsonrpc":"2.0","id":4,"error":{"code":-32603,"message":"Internal error: boom"}}`
+	cancelled := `{"jsonrpc":"2.0","id":4,"result":{"stopReason":"cancelled","usage":{"inputTokens":1000,"outputTokens":100}}}`
+	for _, c := range []struct {
+		name      string
+		resume    string
+		lines     []string
+		run       *drover.Usage // RunUsage's answer; nil: none
+		noDialect bool
+		in, out   int64
+		turns     *int64
+		cost      *float64
+		meta      any // metadata sessionCostUsd
+		status    drover.DoneStatus
+	}{
+		{name: "the answer alone", noDialect: true, lines: capture, in: 1000, out: 100},
+		{name: "nothing recorded", lines: capture, in: 1000, out: 100},
+		{name: "every response", lines: capture, run: &all, in: 3000, out: 300, turns: &three},
+		{name: "recorded cost", lines: capture, run: withCost(all, 0.02), in: 3000, out: 300, turns: &three, cost: cost(0.02)},
+		{name: "recorded cost 0", lines: capture, run: withCost(all, 0), in: 3000, out: 300, turns: &three},
+		{name: "usage_update cost", lines: append(slices.Clone(capture[:len(capture)-1]), usd, answer),
+			run: &all, in: 3000, out: 300, turns: &three, cost: cost(0.03)},
+		{name: "recorded cost over usage_update's", lines: append(slices.Clone(capture[:len(capture)-1]), usd, answer),
+			run: withCost(all, 0.02), in: 3000, out: 300, turns: &three, cost: cost(0.02)},
+		{name: "resumed: usage_update says the session's", resume: session, lines: append(slices.Clone(capture[:len(capture)-1]), usd, answer),
+			run: &all, in: 3000, out: 300, turns: &three, cost: cost(0.03), meta: 0.03},
+		{name: "resumed: the recorded cost is the run's", resume: session, lines: append(slices.Clone(capture[:len(capture)-1]), usd, answer),
+			run: withCost(all, 0.02), in: 3000, out: 300, turns: &three, cost: cost(0.02), meta: 0.03},
+		{name: "failed prompt", lines: append(slices.Clone(capture[:len(capture)-1]), failed),
+			run: &all, in: 3000, out: 300, turns: &three, status: drover.StatusError},
+		{name: "interrupted", lines: append(slices.Clone(capture[:len(capture)-1]), cancelled),
+			run: &all, in: 3000, out: 300, turns: &three, status: drover.StatusInterrupted},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var asked []string
+			d := Dialect{RunUsage: func(s string) (drover.Usage, bool) {
+				asked = append(asked, s)
+				if c.run == nil {
+					return drover.Usage{}, false
+				}
+				return *c.run, true
+			}}
+			if c.noDialect {
+				d = Dialect{}
+			}
+			conv := NewConversation(uestest.Stamp("opencode"), Session{Prompt: "loop please", Cwd: t.TempDir(),
+				Tier: drover.TierAutonomous, Mode: "drover", Resume: c.resume}, d)
+			if _, err := conv.Open(); err != nil {
+				t.Fatal(err)
+			}
+			for _, l := range c.lines {
+				if _, err := conv.Translate([]byte(l)); err != nil {
+					t.Fatalf("%s: %v", l, err)
+				}
+				conv.Outbox()
+			}
+			end, _ := conv.Finish(runner.Exit{})
+			if got := end[len(end)-1].Metadata[drover.MetaSessionCostUSD]; got != c.meta {
+				t.Errorf("metadata %s %v, want %v", drover.MetaSessionCostUSD, got, c.meta)
+			}
+			done, ok := end[len(end)-1].Done()
+			if !ok {
+				t.Fatalf("last event %v", uestest.Types(end))
+			}
+			if want := c.status; want == "" && done.Status != drover.StatusSuccess || want != "" && done.Status != want {
+				t.Errorf("status %s", done.Status)
+			}
+			u := done.Usage
+			if u.InputTokens != c.in || u.OutputTokens != c.out || (u.Turns == nil) != (c.turns == nil) ||
+				c.turns != nil && *u.Turns != *c.turns || u.ToolUses != 2 {
+				t.Errorf("usage %+v (turns %v), want %d/%d, turns %v, 2 tool uses", u, u.Turns, c.in, c.out, c.turns)
+			}
+			if (u.TotalCostUSD == nil) != (c.cost == nil) || c.cost != nil && *u.TotalCostUSD != *c.cost || u.CostEstimated {
+				t.Errorf("cost %v (estimated %v), want %v", costOf(u.TotalCostUSD), u.CostEstimated, costOf(c.cost))
+			}
+			if !c.noDialect && !slices.Equal(asked, []string{session}) {
+				t.Errorf("RunUsage asked for %q, want the run's session once", asked)
+			}
+		})
+	}
+	// A session that never started asks nothing.
+	var asked bool
+	conv := NewConversation(uestest.Stamp("opencode"), Session{Prompt: "p", Cwd: t.TempDir(), Tier: drover.TierAutonomous},
+		Dialect{RunUsage: func(string) (drover.Usage, bool) { asked = true; return drover.Usage{}, true }})
+	conv.Open()
+	conv.Translate([]byte(`{"jsonrpc":"2.0","id":1,"error":{"code":-32603,"message":"no"}}`))
+	if conv.Finish(runner.Exit{}); asked {
+		t.Fatal("RunUsage asked for a run whose prompt was never sent")
+	}
+}
+
+func withCost(u drover.Usage, c float64) *drover.Usage {
+	u.TotalCostUSD = &c
+	return &u
+}
+
+func costOf(f *float64) any {
+	if f == nil {
+		return "none"
+	}
+	return *f
 }

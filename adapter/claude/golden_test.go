@@ -14,8 +14,9 @@ import (
 
 var update = flag.Bool("update", false, "rewrite .golden files from the captured native streams")
 
-// replayer drives the translator over the captures; none was run with a
-// resume token. A live capture (one with what drover wrote) is replayed as
+// replayer drives the translator over the captures without a resume
+// token (resume_ok and compact were resumed runs: cost_test.go replays
+// them with one). A live capture (one with what drover wrote) is replayed as
 // the conversation it was (liveMeta.replay).
 var replayer = uestest.Replayer{Agent: ID, New: func(t testing.TB, c uestest.Capture, s runner.Stamp) runner.Translator {
 	var m liveMeta
@@ -57,7 +58,9 @@ func TestADP2_GoldenSemantics(t *testing.T) {
 		// non-streaming fallback: the tokens come from modelUsage.
 		"usage_in_model_usage": {Types: []drover.EventType{"init", "text_delta", "text", "done"}, Status: drover.StatusSuccess,
 			Usage: &drover.Usage{InputTokens: 20, OutputTokens: 8}},
-		"compact":                  {Types: []drover.EventType{"init", "claude-code:compact", "done"}, Status: drover.StatusSuccess},
+		// A resumed /compact: the tokens of its own calls, not the session's (ACC-1).
+		"compact": {Types: []drover.EventType{"init", "claude-code:compact", "done"}, Status: drover.StatusSuccess,
+			Usage: &drover.Usage{InputTokens: 20, OutputTokens: 10}},
 		"sigint":                   {Types: []drover.EventType{"init"}},
 		"sigterm":                  {Types: []drover.EventType{"init"}},
 		"long_bash":                {Types: []drover.EventType{"tool_use", "tool_result", "done"}, Status: drover.StatusSuccess, ToolState: drover.ToolSuccess},

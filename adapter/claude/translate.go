@@ -2,7 +2,10 @@ package claude
 
 import (
 	"encoding/json"
+	"maps"
+	"math"
 	"reflect"
+	"slices"
 	"strings"
 
 	"github.com/go-json-experiment/json/jsontext"
@@ -30,15 +33,19 @@ type line struct {
 	ClaudeCodeVersion string   `json:"claude_code_version"`
 
 	// result
-	IsError           bool                  `json:"is_error"`
-	APIErrorStatus    *int                  `json:"api_error_status"`
-	DurationMs        int64                 `json:"duration_ms"`
-	NumTurns          *int64                `json:"num_turns"`
-	Result            string                `json:"result"`
-	StopReason        *string               `json:"stop_reason"`
-	TotalCostUSD      *float64              `json:"total_cost_usd"`
-	Usage             *resultUsage          `json:"usage"`
-	ModelUsage        map[string]modelUsage `json:"modelUsage"`
+	IsError        bool                  `json:"is_error"`
+	APIErrorStatus *int                  `json:"api_error_status"`
+	DurationMs     int64                 `json:"duration_ms"`
+	NumTurns       *int64                `json:"num_turns"`
+	Result         string                `json:"result"`
+	StopReason     *string               `json:"stop_reason"`
+	TotalCostUSD   *float64              `json:"total_cost_usd"`
+	Usage          *resultUsage          `json:"usage"`
+	ModelUsage     map[string]modelUsage `json:"modelUsage"`
+	// ModelUsageSince is model_usage_since_last_result: the usage and cost
+	// of the calls made since the process's previous result (2.1.330; nil
+	// when absent, which is not {}).
+	ModelUsageSince   map[string]modelUsage `json:"model_usage_since_last_result"`
 	PermissionDenials []permissionDenial    `json:"permission_denials"`
 	Errors            []string              `json:"errors"`
 	TerminalReason    string                `json:"terminal_reason"`
@@ -79,13 +86,14 @@ type block struct {
 	IsError   bool            `json:"is_error"`
 }
 
-// modelUsage is a result's per-model usage (modelUsage), in Claude's
-// camelCase.
+// modelUsage is a result's per-model usage (modelUsage,
+// model_usage_since_last_result), in Claude's camelCase.
 type modelUsage struct {
-	InputTokens              int64 `json:"inputTokens"`
-	OutputTokens             int64 `json:"outputTokens"`
-	CacheReadInputTokens     int64 `json:"cacheReadInputTokens"`
-	CacheCreationInputTokens int64 `json:"cacheCreationInputTokens"`
+	InputTokens              int64    `json:"inputTokens"`
+	OutputTokens             int64    `json:"outputTokens"`
+	CacheReadInputTokens     int64    `json:"cacheReadInputTokens"`
+	CacheCreationInputTokens int64    `json:"cacheCreationInputTokens"`
+	CostUSD                  *float64 `json:"costUSD"`
 }
 
 type resultUsage struct {
@@ -142,6 +150,7 @@ type translator struct {
 	final *drover.Event
 	sum   drover.Usage
 	durMs int64
+	cost  runCost
 }
 
 func newTranslator(s runner.Stamp, resume bool) *translator {
@@ -495,10 +504,11 @@ func (t *translator) result(l line) []drover.Event {
 	ev := t.Event(drover.TypeDone, done)
 	ev.Metadata = map[string]any{"vendorSessionId": l.SessionID}
 	if t.resume && l.TotalCostUSD != nil {
-		// Claude's total_cost_usd is the whole session's: a resumed run
-		// says so, and the supervisor records its own share (the total
-		// minus what the session's earlier runs cost).
-		ev.Metadata["sessionCostUsd"] = *l.TotalCostUSD
+		// Claude's total_cost_usd is the whole session's running total: a
+		// resumed run gives it beside its own cost, by which a failover
+		// chain or the supervisor that knows what the session had cost
+		// before counts this run's share (drover.MetaSessionCostUSD).
+		ev.Metadata[drover.MetaSessionCostUSD] = *l.TotalCostUSD
 	}
 	if l.StopReason != nil {
 		ev.Metadata["stopReason"] = *l.StopReason
@@ -519,22 +529,20 @@ func (t *translator) result(l line) []drover.Event {
 }
 
 // add accumulates a result's usage: tokens, turns and durations are per
-// segment; total_cost_usd is already cumulative, so the last one counts.
+// segment; the cost is the run's own (runCost).
 func (t *translator) add(l line) {
 	t.durMs += l.DurationMs
-	if l.TotalCostUSD != nil {
-		c := *l.TotalCostUSD
-		t.sum.TotalCostUSD = &c
-	}
+	t.cost.add(l)
+	t.sum.TotalCostUSD = t.cost.own()
 	runner.AddOptional(&t.sum.Turns, l.NumTurns)
 	u := l.Usage
-	if (u == nil || u.InputTokens+u.OutputTokens == 0) && len(l.ModelUsage) > 0 {
+	if mu := l.calls(); (u == nil || u.InputTokens+u.OutputTokens == 0) && len(mu) > 0 {
 		// After a broken stream Claude answers without streaming and its
-		// result's usage stays all zero, while modelUsage has the tokens
-		// (measured): take them from there.
+		// result's usage stays all zero, while the per-model usage has the
+		// tokens (measured; also a /compact's result): take them from there.
 		var sum resultUsage
 		var cr, cw int64
-		for _, m := range l.ModelUsage {
+		for _, m := range mu {
 			sum.InputTokens += m.InputTokens
 			sum.OutputTokens += m.OutputTokens
 			cr += m.CacheReadInputTokens
@@ -550,6 +558,78 @@ func (t *translator) add(l line) {
 		runner.AddOptional(&t.sum.CacheWriteTokens, u.CacheCreationInputTokens)
 	}
 }
+
+// calls is the per-model usage of the calls a result covers that are
+// this run's: model_usage_since_last_result when Claude states it, else
+// modelUsage (which, in a resumed session, also has the earlier runs').
+func (l line) calls() map[string]modelUsage {
+	if l.ModelUsageSince != nil {
+		return l.ModelUsageSince
+	}
+	return l.ModelUsage
+}
+
+// runCost is the cost of the run's own calls. Claude's total_cost_usd is
+// the running total of the session: a run that resumes one (--resume,
+// --fork-session) starts from the total its transcript saved, so it also
+// counts the earlier runs'. Claude 2.1.330 states each result's own calls
+// in model_usage_since_last_result (per model, with costUSD: "sum it over
+// a conversation's results instead of subtracting modelUsage totals");
+// their sum is the run's cost. A result without it (an error result Claude
+// numbers by hand, an older version) leaves the running total, less what
+// the session had cost before this process when an earlier result told
+// that.
+type runCost struct {
+	since   float64  // Σ costUSD of model_usage_since_last_result
+	stated  bool     // a result stated model_usage_since_last_result
+	missing bool     // a result did not
+	total   *float64 // the last total_cost_usd
+	before  *float64 // the session's cost before this process
+}
+
+func (c *runCost) add(l line) {
+	if l.TotalCostUSD != nil {
+		v := *l.TotalCostUSD
+		c.total = &v
+	}
+	if l.ModelUsageSince == nil {
+		c.missing = true
+		return
+	}
+	// In a fixed order: a float sum depends on it.
+	for _, name := range slices.Sorted(maps.Keys(l.ModelUsageSince)) {
+		if v := l.ModelUsageSince[name].CostUSD; v != nil && *v >= 0 && !math.IsInf(*v, 0) {
+			c.since += *v
+		}
+	}
+	c.stated = true
+	if !c.missing && c.before == nil && c.total != nil {
+		// Every call of this process so far is in since: the rest of the
+		// running total is the session's before it.
+		b := max(roundCost(*c.total-c.since), 0)
+		c.before = &b
+	}
+}
+
+// own is the run's cost: nil when Claude reported none.
+func (c *runCost) own() *float64 {
+	switch {
+	case c.stated && !c.missing:
+		v := c.since
+		return &v
+	case c.total == nil:
+		return nil
+	case c.before != nil:
+		v := max(roundCost(*c.total-*c.before), c.since)
+		return &v
+	}
+	v := *c.total // no result said more: the running total
+	return &v
+}
+
+// roundCost rounds a difference of costs to a billionth of a cent:
+// 0.00042 - 0.00014 is 0.00028, not 0.00028000000000000003.
+func roundCost(v float64) float64 { return math.Round(v*1e11) / 1e11 }
 
 // Finished reports whether a result line has arrived and no turn has
 // started since.

@@ -12,6 +12,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/drover-run/drover"
 	"github.com/drover-run/drover/adapter/acp"
@@ -20,15 +21,16 @@ import (
 
 // conversation returns the ACP conversation of live run req; statusFile,
 // when set, is where drover's retry plugin writes the HTTP status of a
-// failed model call.
-func (a *Adapter) conversation(req drover.Request, statusFile string) *acp.Conversation {
+// failed model call; env is the process's environment, by which its
+// session database is found.
+func (a *Adapter) conversation(req drover.Request, statusFile string, env []string) *acp.Conversation {
 	opts := req.Options
 	cwd, addDirs := acp.Dirs(opts)
 	return acp.NewConversation(a.Stamp(req), acp.Session{
 		Prompt: req.Prompt, Cwd: cwd, AddDirs: addDirs, Tier: opts.EffectiveTier(), Resume: opts.Resume,
 		Mode: AgentName, PartialText: opts.PartialText, Model: initModel(opts), Tools: Tools(opts),
 		Live: true, OpenTimeout: acp.DefaultOpenTimeout,
-	}, acpDialect(statusFile))
+	}, acpDialect(statusFile, sessionDB(env), time.Now()))
 }
 
 // acpDialect is how OpenCode 1.18.33 speaks ACP (measured, see
@@ -38,8 +40,11 @@ func (a *Adapter) conversation(req drover.Request, statusFile string) *acp.Conve
 //   - a call its permission rules refused fails with one of denialMarkers;
 //   - a failed prompt is -32603 "Internal error: <provider message>":
 //     the HTTP status comes from drover's retry plugin (statusFile);
-//   - a session/load of an unknown session is a session service failure.
-func acpDialect(statusFile string) acp.Dialect {
+//   - a session/load of an unknown session is a session service failure;
+//   - a prompt's answer has the usage of its last model response only:
+//     every response's is in the session database db, in the parts
+//     created since the process started (since).
+func acpDialect(statusFile, db string, since time.Time) acp.Dialect {
 	return acp.Dialect{
 		ReadTextFile: true, WriteTextFile: true,
 		ToolName:    func(c acp.Call) string { return c.Title },
@@ -55,6 +60,9 @@ func acpDialect(statusFile string) acp.Dialect {
 			return code == -32603 && json.Unmarshal(data, &d) == nil && d.Service == "session"
 		},
 		FailureStatus: func() int { return statusFrom(statusFile) },
+		RunUsage: func(session string) (drover.Usage, bool) {
+			return runUsage(db, session, since)
+		},
 	}
 }
 

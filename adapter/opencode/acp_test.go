@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/drover-run/drover"
 	"github.com/drover-run/drover/adapter/acp"
@@ -56,10 +57,10 @@ func TestACP1_OpenCodeLivePrepare(t *testing.T) {
 	if err := os.WriteFile(status, []byte("429\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if n := acpDialect(status).FailureStatus(); n != 429 {
+	if n := acpDialect(status, "", time.Time{}).FailureStatus(); n != 429 {
 		t.Fatalf("status %d", n)
 	}
-	if n := acpDialect("").FailureStatus(); n != 0 {
+	if n := acpDialect("", "", time.Time{}).FailureStatus(); n != 0 {
 		t.Fatalf("status without a file %d", n)
 	}
 }
@@ -74,7 +75,7 @@ func TestADP3_PartialTextNeedsLive(t *testing.T) {
 // title and described by OpenCode's tools, its denials by their texts, an
 // unknown session's load failure.
 func TestACP1_OpenCodeDialect(t *testing.T) {
-	d := acpDialect("")
+	d := acpDialect("", "", time.Time{})
 	if n := d.ToolName(acp.Call{ID: "call_1", Title: "bash", Kind: "execute"}); n != "bash" {
 		t.Fatalf("name %q", n)
 	}

@@ -125,7 +125,7 @@ func (a *Adapter) Prepare(req drover.Request) (*runner.Launch, error) {
 		env = append(env, k+"="+v)
 	}
 	if live {
-		return &runner.Launch{Args: []string{"acp"}, Env: env, Translator: a.conversation(req, files["status"]),
+		return &runner.Launch{Args: []string{"acp"}, Env: env, Translator: a.conversation(req, files["status"], env),
 			Converse: true, OpenTimeout: acp.DefaultOpenTimeout, Cleanup: cleanup, Writable: writable(env, home)}, nil
 	}
 	return &runner.Launch{Args: Args(opts, req.Prompt), Env: env, Stdin: req.Prompt,

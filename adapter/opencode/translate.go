@@ -139,29 +139,11 @@ func (t *translator) Translate(raw []byte) ([]drover.Event, error) {
 	return evs, nil
 }
 
-// stepFinish adds one model call's usage: OpenCode reports tokens and cost
-// per step, so the run's usage is their sum.
+// stepFinish adds one model call's usage (addStep).
 func (t *translator) stepFinish(p part) {
 	t.steps++
 	t.lastReason = p.Reason
-	if p.Cost != nil {
-		c := *p.Cost
-		if t.usage.TotalCostUSD != nil {
-			c += *t.usage.TotalCostUSD
-		}
-		t.usage.TotalCostUSD = &c
-	}
-	tk := p.Tokens
-	if tk == nil {
-		return
-	}
-	t.usage.InputTokens += tk.Input
-	t.usage.OutputTokens += tk.Output
-	runner.AddOptional(&t.usage.ReasoningTokens, tk.Reasoning)
-	if tk.Cache != nil {
-		runner.AddOptional(&t.usage.CacheReadTokens, tk.Cache.Read)
-		runner.AddOptional(&t.usage.CacheWriteTokens, tk.Cache.Write)
-	}
+	addStep(&t.usage, p.Tokens, p.Cost)
 }
 
 // toolUse maps OpenCode's single, finished tool line to tool_use and
